@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from specperf.errors import ConfigError
@@ -293,19 +294,31 @@ def find_verdict_files(root: Path) -> list[Path]:
 
 def requests_frame(items: Iterable[Item]) -> pd.DataFrame:
     """Per-request rows of several items, tagged with the item's grouping columns."""
+    tags = (
+        "model",
+        "engine_label",
+        "engine_version",
+        "method",
+        "method_label",
+        "dataset",
+        "concurrency",
+        "sampling",
+        "hardware_profile",
+    )
     frames = []
     for it in items:
-        reqs = it.requests
-        if not reqs:
+        if not it.requests:
             continue
         row = flatten(it.summary)
-        df = pd.DataFrame(reqs)
-        for col in ("model", "engine_label", "engine_version", "method", "method_label"):
+        df = pd.DataFrame(it.requests)
+        for col in tags:
             df[col] = row[col]
-        for col in ("dataset", "concurrency", "sampling", "hardware_profile"):
-            df[f"item_{col}" if col in df.columns else col] = row[col]
         df["item"] = it.id
         frames.append(df)
     if not frames:
         return pd.DataFrame()
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    label, version = out["engine_label"].astype(str), out["engine_version"].astype(str)
+    same = [v in ("?", "") or v in lab for lab, v in zip(label, version, strict=True)]
+    out["engine_name"] = np.where(same, label, label + " " + version)
+    return out

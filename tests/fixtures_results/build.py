@@ -2,16 +2,18 @@
 
 Two small, deterministic results sets shaped exactly like what ``pytest -m perf`` writes:
 
-* ``run-prev``: vLLM 0.32.0 — native and EAGLE3 on three datasets at c=1 and c=4 (the run the
-  baseline and the version comparison are made from);
+* ``run-prev``: vLLM 0.32.0 — native and EAGLE3 on MT-Bench and HumanEval at c=1 and c=4 and
+  on the Chinese set and its English twins serially (the run the baseline and the version
+  comparison are made from);
 * ``run-main``: vLLM 0.33.0 (native, EAGLE3, ngram, DFlash) and SGLang 0.5.23 (native, EAGLE3),
   with two planted problems: EAGLE3 on HumanEval at c=4 accepts fewer tokens and runs slower
   than in run-prev (the regression a comparison must list first), and DFlash at c=4 collapses
   into repeated characters with MAL ≈ 1 (seed 1's engine bug, for the quality guards).
 
 Requests are simulated step by step (verify steps of a chain drafter with per-position
-acceptance probabilities, a closed loop of ``c`` slots), then summarised from the simulated
-records and counters like a real run; every random draw comes from a seeded generator.
+acceptance probabilities, a closed loop of ``c`` slots); the records and counter snapshots then
+go through the real ``specperf.metrics.summarize`` and ``specperf.results.write_run``, so the
+files have exactly the shape a measured run writes. Every random draw is seeded.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from specperf.metrics import summarize
+from specperf.results import write_run
+from specperf.schemas import Counters, RequestRecord
+from specperf.workload import WorkloadResult
+
 HERE = Path(__file__).resolve().parent
 MODEL = "Qwen/Qwen3-8B"
 HW = "nvidia-l40sx1"
 REQUESTS_PER_ITEM = 6
-CONCURRENCIES = (1, 4)
 
 # prompt id, category, lang, prompt tokens, output tokens, turns
 PROMPTS: dict[str, list[tuple[str, str, str, int, int, int]]] = {
@@ -45,15 +51,25 @@ PROMPTS: dict[str, list[tuple[str, str, str, int, int, int]]] = {
         ("HumanEval/22", "coding", "en", 120, 24, 1),
         ("HumanEval/31", "coding", "en", 100, 20, 1),
     ],
+    # the project's Chinese set and its English twins (same id suffix), run serially
     "zh": [
         ("zh-chat-01", "chat", "zh", 90, 30, 1),
-        ("en-chat-01", "chat", "en", 70, 30, 1),
+        ("zh-chat-02", "chat", "zh", 120, 26, 1),
         ("zh-math-03", "math", "zh", 300, 28, 1),
-        ("en-math-03", "math", "en", 240, 28, 1),
+        ("zh-math-04", "math", "zh", 260, 24, 1),
+        ("zh-summ-01", "summarization", "zh", 1800, 34, 1),
         ("zh-summ-02", "summarization", "zh", 2600, 36, 1),
+    ],
+    "zh-en": [
+        ("en-chat-01", "chat", "en", 70, 30, 1),
+        ("en-chat-02", "chat", "en", 95, 26, 1),
+        ("en-math-03", "math", "en", 240, 28, 1),
+        ("en-math-04", "math", "en", 210, 24, 1),
+        ("en-summ-01", "summarization", "en", 1400, 34, 1),
         ("en-summ-02", "summarization", "en", 2100, 36, 1),
     ],
 }
+CONCURRENCIES = {"mt-bench": (1, 4), "humaneval": (1, 4), "zh": (1,), "zh-en": (1,)}
 SEED_LANG = {"en": 1.0, "zh": 0.55}  # English-trained heads accept less on Chinese prompts
 
 # method -> (K, per-position acceptance on mt-bench, step-time factor over native)
@@ -63,7 +79,7 @@ METHODS: dict[str, tuple[int | None, list[float], float]] = {
     "ngram": (4, [0.35, 0.22, 0.15, 0.10], 1.03),
     "dflash": (8, [0.75, 0.6, 0.5, 0.42, 0.35, 0.3, 0.25, 0.2], 1.45),
 }
-DATASET_FACTOR = {"mt-bench": 1.0, "humaneval": 1.25, "zh": 0.95}
+DATASET_FACTOR = {"mt-bench": 1.0, "humaneval": 1.25, "zh": 0.95, "zh-en": 0.95}
 # build name -> (engine kind, version, native step time at c=1, suite engine label). Both vLLM
 # versions carry the label "vllm": the baseline key stays the same across releases, the version
 # is provenance — that is how a new release is caught.
@@ -117,18 +133,6 @@ def _steps(rng: np.random.Generator, probs: list[float], n: int) -> list[int]:
     return out
 
 
-def _percentiles(xs: list[float]) -> dict[str, float] | None:
-    if not xs:
-        return None
-    a = np.asarray(xs, dtype=float) * 1000.0
-    return {
-        "mean": round(float(a.mean()), 3),
-        "p50": round(float(np.percentile(a, 50)), 3),
-        "p90": round(float(np.percentile(a, 90)), 3),
-        "p99": round(float(np.percentile(a, 99)), 3),
-    }
-
-
 def _environment(engine: str, version: str, label: str) -> dict[str, Any]:
     return {
         "hardware_profile": HW,
@@ -163,7 +167,7 @@ def _environment(engine: str, version: str, label: str) -> dict[str, Any]:
     }
 
 
-def simulate_item(label: str, method: str, dataset: str, c: int) -> tuple[dict, list[dict]]:
+def simulate_item(label: str, method: str, dataset: str, c: int) -> tuple[dict, list]:
     engine, _, step_s, _ = ENGINES[label]
     k, probs, overhead = METHODS[method]
     lang_prompts = PROMPTS[dataset]
@@ -226,33 +230,49 @@ def simulate_item(label: str, method: str, dataset: str, c: int) -> tuple[dict, 
             "error": None,
         }
         records.append(rec)
-    summary = summarize(records, label, method, dataset, c, drafts, draft_tokens, accepted, per_pos)
-    return summary, records
+    counters = Counters(
+        drafts=float(drafts),
+        draft_tokens=float(draft_tokens),
+        accepted_tokens=float(accepted),
+        accepted_per_position=tuple(float(x) for x in per_pos),
+        generation_tokens=float(sum(r["output_tokens"] for r in records)),
+    )
+    if method == "native":
+        counters = Counters(generation_tokens=counters.generation_tokens)
+    recs = [RequestRecord(**r) for r in records]
+    first = min(r.sent_s for r in recs)
+    last = max(r.sent_s + (r.e2e_s or 0.0) for r in recs)
+    result = WorkloadResult(
+        records=recs,
+        duration_s=round(last - first, 4),
+        before=Counters(generation_tokens=0.0) if method == "native" else _zero(k or 0),
+        after=counters,
+        order=[r.prompt_id if r.turn == 1 else f"{r.prompt_id}#{r.turn}" for r in recs],
+        repeat_factor=1.0,
+        warmup=c,
+        prefix_cache_reset=True,
+        engine_died=False,
+        num_requests=len(recs),
+    )
+    summary = summarize(result, run_info=run_info(label, method, dataset, c))
+    return summary, recs
 
 
-def summarize(records, label, method, dataset, c, drafts, draft_tokens, accepted, per_pos) -> dict:
-    engine, version, _, label = ENGINES[label]
+def _zero(k: int) -> Counters:
+    return Counters(
+        drafts=0.0,
+        draft_tokens=0.0,
+        accepted_tokens=0.0,
+        accepted_per_position=(0.0,) * k,
+        generation_tokens=0.0,
+    )
+
+
+def run_info(build: str, method: str, dataset: str, c: int) -> dict[str, Any]:
+    """What the suite hands ``measure()`` (plus what ``measure()`` derives itself)."""
+    engine, version, _, label = ENGINES[build]
     k = METHODS[method][0]
-    first = min(r["sent_s"] for r in records)
-    last = max(r["sent_s"] + r["e2e_s"] for r in records)
-    duration = last - first
-    out_tokens = sum(r["output_tokens"] for r in records)
-    ttft = [r["ttft_s"] for r in records]
-    e2e = [r["e2e_s"] for r in records]
-    tpot = [(r["e2e_s"] - r["ttft_s"]) / (r["output_tokens"] - 1) for r in records]
-    itl = [float(x) for r in records for x in np.diff(r["chunk_times_s"])]
-    chunks = sum(len(r["chunk_times_s"]) for r in records)
-    ls = [
-        (r["output_tokens"] - 1) / (len(r["chunk_times_s"]) - 1)
-        for r in records
-        if len(r["chunk_times_s"]) > 1
-    ]
-    ls = [x for x in ls if x > 1]
-    ev_l = float(np.mean(ls)) if ls else None
-    otps = [r["output_tokens"] / r["e2e_s"] for r in records]
-    dtps = [(r["output_tokens"] - 1) / (r["e2e_s"] - r["ttft_s"]) for r in records]
     spec = method != "native"
-    notes = [] if spec else ["native run: no speculative counters"]
     return {
         "key": f"{MODEL}/{label}/{method}/{dataset}/c{c}/greedy",
         "engine": engine,
@@ -268,41 +288,14 @@ def summarize(records, label, method, dataset, c, drafts, draft_tokens, accepted
         },
         "model": MODEL,
         "dataset": dataset,
+        "dataset_version": hashlib.sha256(dataset.encode()).hexdigest()[:12],
+        "tier": "smoke",
         "concurrency": c,
+        "serial": c == 1,
         "sampling": SAMPLING,
+        "prefix_cache_policy": "reset",
         "hardware_profile": HW,
-        "completed": len(records),
-        "failed": 0,
-        "duration_s": round(duration, 4),
-        "output_tokens": out_tokens,
-        "output_throughput_tok_s": round(out_tokens / duration, 3),
-        "ttft_ms": _percentiles(ttft),
-        "tpot_ms": _percentiles(tpot),
-        "itl_ms": _percentiles(itl),
-        "e2e_ms": _percentiles(e2e),
-        "tokens_per_chunk": round(out_tokens / chunks, 4),
-        "acceptance_rate": round(accepted / draft_tokens, 4) if spec and draft_tokens else None,
-        "mean_acceptance_length": round(1 + accepted / drafts, 4) if spec and drafts else None,
-        "per_position_acceptance": [round(x / drafts, 4) for x in per_pos]
-        if spec and drafts
-        else None,
-        "evalscope_estimate": {
-            "decoded_tokens_per_iter": round(ev_l, 4) if ev_l else None,
-            "acceptance_rate": round(1 - 1 / ev_l, 4) if ev_l else None,
-        },
-        "output_tok_s": {
-            "min": round(min(otps), 3),
-            "p50": round(float(np.median(otps)), 3),
-            "max": round(max(otps), 3),
-        },
-        "decode_tok_s": {
-            "min": round(min(dtps), 3),
-            "p50": round(float(np.median(dtps)), 3),
-            "max": round(max(dtps), 3),
-        },
-        "server_generation_tokens": out_tokens,
         "environment": _environment(engine, version, label),
-        "notes": notes,
     }
 
 
@@ -313,16 +306,13 @@ def build_run(name: str, plan: list[tuple[str, str, str]]) -> None:
     root.mkdir(parents=True)
     starts = []
     for n, (label, method, dataset) in enumerate(plan):
-        for c in CONCURRENCIES:
+        for c in CONCURRENCIES[dataset]:
             summary, records = simulate_item(label, method, dataset, c)
             item = root / f"{ENGINES[label][3]}-{method}-{dataset}-c{c}"
             item.mkdir()
-            (item / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-            with (item / "requests.jsonl").open("w") as f:
-                for r in records:
-                    f.write(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n")
+            write_run(item, summary, records)
         if dataset == "mt-bench":
-            starts.append(
+            starts.append(  # one engine start per (engine, method)
                 {"worker": "gw0", "label": ENGINES[label][3], "method": method, "pid": 4000 + n}
             )
     with (root / "engine-starts.jsonl").open("w") as f:
@@ -331,7 +321,7 @@ def build_run(name: str, plan: list[tuple[str, str, str]]) -> None:
 
 
 def main() -> None:
-    datasets = ("mt-bench", "humaneval", "zh")
+    datasets = ("mt-bench", "humaneval", "zh", "zh-en")
     prev = [("vllm-0.32", m, d) for m in ("native", "eagle3") for d in datasets]
     main_plan = [("vllm-0.33", m, d) for m in METHODS for d in datasets]
     main_plan += [("sglang", m, d) for m in ("native", "eagle3") for d in datasets[:2]]
