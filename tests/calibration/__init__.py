@@ -1,0 +1,1 @@
+"""Calibration server (and, from the suite helper, engine) for testing the measuring client."""
