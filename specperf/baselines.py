@@ -1,0 +1,417 @@
+"""Per-hardware baseline files: keys, fingerprints, stored figures, and update with merge.
+
+One JSON file per hardware profile (``baselines/<profile>.json``; a suite may pin a portable file
+name such as ``cpu-tiny``). Entries are keyed ``model/engine/method/dataset/c<N>/sampling``; each
+metric is ``{"value", "direction", "tolerance", ...}``; each entry carries provenance and the
+fingerprint of everything that makes two runs comparable. Updates take a file lock, re-read the
+file, merge and replace it atomically, so N xdist workers writing at once lose nothing and a
+reader never sees a half-written file. The format is documented in docs/baselines.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from specperf.config import DEFAULT_METRICS, ItemKey, KnownIssue, MetricPolicy, Rule
+from specperf.errors import ConfigError
+
+SCHEMA = 1
+SOURCES = ("measured", "seed-note")
+TOLERANCE_SOURCES = ("suite", "measured", "seed-note")
+# Measured tolerance = max(suite tolerance, K_SIGMA × coefficient of variation over repeats).
+K_SIGMA = 3.0
+MIN_REPEATS_FOR_TOLERANCE = 3
+
+
+@dataclass
+class BaselineMetric:
+    value: float
+    direction: str
+    tolerance: float
+    tolerance_source: str = "suite"  # suite | measured | seed-note
+    tolerance_note: str | None = None  # how a measured tolerance was obtained
+    hardware_profile: str | None = None  # where the value (and tolerance) was measured
+    samples: list[float] | None = None  # per repeat, when --repeat > 1
+    interval: list[float] | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass
+class BaselineEntry:
+    key: ItemKey
+    metrics: dict[str, BaselineMetric]
+    provenance: dict[str, Any]
+    fingerprint: dict[str, Any]
+    known_issue: KnownIssue | None = None
+
+    @property
+    def fingerprint_digest(self) -> str:
+        return fingerprint_digest(self.fingerprint)
+
+    @property
+    def engine_version(self) -> str | None:
+        return self.provenance.get("engine_version")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "key": self.key.to_json(),
+            "metrics": {k: m.to_json() for k, m in sorted(self.metrics.items())},
+            "provenance": self.provenance,
+            "fingerprint": self.fingerprint,
+            "fingerprint_digest": self.fingerprint_digest,
+        }
+        if self.known_issue:
+            ki = self.known_issue.to_json()
+            ki.pop("match", None)
+            out["known_issue"] = {k: v for k, v in ki.items() if v not in (None, [], ())}
+        return out
+
+
+@dataclass
+class BaselineFile:
+    path: Path
+    hardware_profile: str | None = None
+    description: str = ""
+    entries: dict[str, BaselineEntry] = field(default_factory=dict)
+    rules: list[Rule] = field(default_factory=list)
+    raw_rules: list[dict[str, Any]] = field(default_factory=list)
+
+    def get(self, key: ItemKey) -> BaselineEntry | None:
+        return self.entries.get(key.as_str())
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA}
+        if self.hardware_profile:
+            out["hardware_profile"] = self.hardware_profile
+        if self.description:
+            out["description"] = self.description
+        if self.raw_rules:
+            out["rules"] = self.raw_rules
+        out["entries"] = {k: self.entries[k].to_json() for k in sorted(self.entries)}
+        return out
+
+
+# --------------------------------------------------------------------------- fingerprints
+def fingerprint_digest(fp: Mapping[str, Any]) -> str:
+    blob = json.dumps(fp, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: d}
+
+
+def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences ``field: baseline → now`` (empty when comparable)."""
+    a, b = _flatten(dict(stored)), _flatten(dict(current))
+    diffs = []
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            diffs.append(f"{k}: {a.get(k, '<absent>')!r} → {b.get(k, '<absent>')!r}")
+    return diffs
+
+
+# --------------------------------------------------------------------------- file names
+def baseline_path(baselines_dir: Path | str, profile: str) -> Path:
+    """``<dir>/<profile>.json``; the profile is a file-safe slug."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in profile)
+    return Path(baselines_dir) / f"{safe}.json"
+
+
+# --------------------------------------------------------------------------- reading
+def load_baselines(path: Path | str) -> BaselineFile:
+    """Read a baseline file; a missing file is an empty one. Bad content → one-line
+    ConfigError naming the file and the key."""
+    path = Path(path)
+    if not path.exists():
+        return BaselineFile(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse_baselines(data, path)
+
+
+def parse_baselines(data: Any, path: Path) -> BaselineFile:
+    def err(where: str, problem: str) -> ConfigError:
+        return ConfigError(f"{path}: {where}: {problem}")
+
+    if not isinstance(data, dict):
+        raise err("<top>", "expected a JSON object")
+    schema = data.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise err("schema", f"unsupported schema {schema!r} (this specperf reads {SCHEMA})")
+    unknown = set(data) - {"schema", "hardware_profile", "description", "entries", "rules"}
+    if unknown:
+        raise err(sorted(unknown)[0], "unknown top-level key")
+    entries_raw = data.get("entries", {})
+    if not isinstance(entries_raw, dict):
+        raise err("entries", "expected an object keyed model/engine/method/dataset/c<N>/sampling")
+    out = BaselineFile(
+        path,
+        hardware_profile=data.get("hardware_profile"),
+        description=data.get("description", ""),
+    )
+    for key_str, raw in entries_raw.items():
+        where = f"entries.{key_str}"
+        try:
+            key = ItemKey.parse(key_str)
+        except ConfigError as exc:
+            raise err(where, str(exc)) from None
+        if not isinstance(raw, dict):
+            raise err(where, "expected an object")
+        metrics_raw = raw.get("metrics")
+        if not isinstance(metrics_raw, dict) or not metrics_raw:
+            raise err(f"{where}.metrics", "missing or empty")
+        metrics = {}
+        for name, m in metrics_raw.items():
+            metrics[name] = _parse_metric(m, f"{where}.metrics.{name}", err)
+        prov = raw.get("provenance")
+        if not isinstance(prov, dict):
+            raise err(f"{where}.provenance", "missing (engine version, date, source, ...)")
+        if prov.get("source") not in SOURCES:
+            raise err(f"{where}.provenance.source", f"must be one of {', '.join(SOURCES)}")
+        if prov.get("source") == "seed-note" and not prov.get("how_measured"):
+            raise err(
+                f"{where}.provenance.how_measured",
+                "seed-note figures must say how they were measured",
+            )
+        fp = raw.get("fingerprint")
+        if not isinstance(fp, dict):
+            raise err(f"{where}.fingerprint", "missing")
+        known = None
+        if raw.get("known_issue") is not None:
+            known = _parse_known_issue(raw["known_issue"], f"{where}.known_issue", err)
+        extra = set(raw) - {
+            "key",
+            "metrics",
+            "provenance",
+            "fingerprint",
+            "fingerprint_digest",
+            "known_issue",
+        }
+        if extra:
+            raise err(f"{where}.{sorted(extra)[0]}", "unknown key")
+        out.entries[key_str] = BaselineEntry(key, metrics, prov, fp, known)
+    rules_raw = data.get("rules", [])
+    if not isinstance(rules_raw, list):
+        raise err("rules", "expected a list of rule objects")
+    if rules_raw:
+        from specperf.config import parse_rules
+
+        out.rules = list(parse_rules(rules_raw, str(path), engine_names=None))
+        out.raw_rules = rules_raw
+    return out
+
+
+def _parse_metric(m: Any, where: str, err: Any) -> BaselineMetric:
+    if not isinstance(m, dict):
+        raise err(where, "expected an object with at least value/direction/tolerance")
+    value = m.get("value")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise err(f"{where}.value", f"expected a number, got {value!r}")
+    direction = m.get("direction")
+    if direction not in ("higher", "lower", "equal"):
+        raise err(f"{where}.direction", "must be higher, lower or equal")
+    tol = m.get("tolerance")
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not 0 <= tol < 10:
+        raise err(f"{where}.tolerance", f"expected a relative tolerance such as 0.05, got {tol!r}")
+    src = m.get("tolerance_source", "suite")
+    if src not in TOLERANCE_SOURCES:
+        raise err(f"{where}.tolerance_source", f"must be one of {', '.join(TOLERANCE_SOURCES)}")
+    if src == "measured" and not m.get("tolerance_note"):
+        raise err(f"{where}.tolerance_note", "a measured tolerance must say how it was measured")
+    known = {f.name for f in dataclasses.fields(BaselineMetric)}
+    extra = set(m) - known
+    if extra:
+        raise err(f"{where}.{sorted(extra)[0]}", "unknown key")
+    return BaselineMetric(
+        value=float(value),
+        direction=direction,
+        tolerance=float(tol),
+        tolerance_source=src,
+        tolerance_note=m.get("tolerance_note"),
+        hardware_profile=m.get("hardware_profile"),
+        samples=m.get("samples"),
+        interval=m.get("interval"),
+        note=m.get("note"),
+    )
+
+
+def _parse_known_issue(raw: Any, where: str, err: Any) -> KnownIssue:
+    if not isinstance(raw, dict):
+        raise err(where, "expected an object with reason, link and an expiry")
+    for k in ("reason", "link"):
+        if not isinstance(raw.get(k), str) or not raw[k]:
+            raise err(f"{where}.{k}", "missing")
+    if not raw.get("until_engine_version") and not raw.get("until_date"):
+        raise err(where, "needs an expiry: until_engine_version or until_date")
+    return KnownIssue(
+        reason=raw["reason"],
+        link=raw["link"],
+        until_engine_version=raw.get("until_engine_version"),
+        until_date=raw.get("until_date"),
+        metrics=tuple(raw.get("metrics", ())),
+    )
+
+
+# --------------------------------------------------------------------------- building entries
+def measured_tolerance(samples: list[float], floor: float) -> tuple[float, str] | None:
+    """Tolerance from the spread of repeats: max(floor, K_SIGMA × CV). None below
+    MIN_REPEATS_FOR_TOLERANCE repeats (one run says nothing about noise)."""
+    vals = [s for s in samples if s is not None]
+    if len(vals) < MIN_REPEATS_FOR_TOLERANCE:
+        return None
+    mean = statistics.fmean(vals)
+    if mean == 0:
+        return None
+    cv = statistics.stdev(vals) / abs(mean)
+    tol = max(floor, K_SIGMA * cv)
+    note = (
+        f"max(suite {floor:.3g}, {K_SIGMA:g} x CV) with CV={cv:.4f} over {len(vals)} repeats "
+        f"(min {min(vals):.4g}, max {max(vals):.4g})"
+    )
+    return round(tol, 4), note
+
+
+def make_entry(
+    key: ItemKey,
+    figures: Mapping[str, Mapping[str, Any]],
+    policies: Mapping[str, MetricPolicy],
+    *,
+    fingerprint: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    hardware_profile: str,
+    previous: BaselineEntry | None = None,
+) -> BaselineEntry:
+    """A baseline entry from an item's aggregated figures ({metric: {value, samples, interval}}).
+
+    Metrics whose policy gates "measured" get a tolerance measured from the repeats when there
+    are enough of them; otherwise the suite tolerance (and they stay report-only). A quarantine
+    on the previous entry is kept."""
+    metrics: dict[str, BaselineMetric] = {}
+    for name, fig in figures.items():
+        value = fig.get("value")
+        if value is None or name not in policies:
+            continue
+        pol = policies[name]
+        tol, src, note = pol.tolerance, "suite", None
+        samples = fig.get("samples")
+        if pol.gate == "measured" and samples:
+            m = measured_tolerance(list(samples), pol.tolerance)
+            if m is not None:
+                tol, note = m
+                src = "measured"
+        metrics[name] = BaselineMetric(
+            value=float(value),
+            direction=pol.direction,
+            tolerance=tol,
+            tolerance_source=src,
+            tolerance_note=note,
+            hardware_profile=hardware_profile if pol.hardware_bound else None,
+            samples=[float(s) for s in samples] if samples and len(samples) > 1 else None,
+            interval=list(fig["interval"]) if fig.get("interval") else None,
+        )
+    prov = dict(provenance)
+    prov.setdefault("source", "measured")
+    prov.setdefault("date", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    prov.setdefault("hardware_profile", hardware_profile)
+    return BaselineEntry(
+        key=key,
+        metrics=metrics,
+        provenance=prov,
+        fingerprint=dict(fingerprint),
+        known_issue=previous.known_issue if previous else None,
+    )
+
+
+# --------------------------------------------------------------------------- writing
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same directory and os.replace: a
+    reader sees the old or the new file, never a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def lock_for(path: Path) -> FileLock:
+    return FileLock(str(path) + ".lock", timeout=300)
+
+
+def update_baselines(
+    path: Path | str,
+    entries: Iterable[BaselineEntry],
+    *,
+    hardware_profile: str | None = None,
+    description: str | None = None,
+) -> BaselineFile:
+    """Merge ``entries`` into the file under its lock (re-read inside the lock, so entries
+    written meanwhile by other workers are kept) and replace it atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_for(path):
+        current = load_baselines(path)
+        for e in entries:
+            current.entries[e.key.as_str()] = e
+        if hardware_profile and not current.hardware_profile:
+            current.hardware_profile = hardware_profile
+        if description and not current.description:
+            current.description = description
+        write_atomic(path, dump(current))
+    return current
+
+
+def dump(bf: BaselineFile) -> str:
+    """Stable text (sorted keys, 2-space indent) so a baseline update reviews as a small diff."""
+    return json.dumps(bf.to_json(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def default_policies() -> dict[str, MetricPolicy]:
+    return dict(DEFAULT_METRICS)
+
+
+__all__ = [
+    "BaselineEntry",
+    "BaselineFile",
+    "BaselineMetric",
+    "baseline_path",
+    "dump",
+    "fingerprint_diff",
+    "fingerprint_digest",
+    "load_baselines",
+    "make_entry",
+    "measured_tolerance",
+    "parse_baselines",
+    "update_baselines",
+    "write_atomic",
+]
