@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from specperf.errors import ConfigError
 
@@ -112,3 +112,75 @@ def select_shard(
     """
     check_shard(index, total)
     return split(items_or_group_keys, total, key, weight)[index - 1]
+
+
+# --------------------------------------------------------------------------- CI matrix
+DEFAULT_RUNNER_LABELS = ("self-hosted", "linux", "gpu")
+
+
+def ci_matrix(total: int, labels: str | Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    """The CI matrix ``include`` list: one entry (one job, one GPU host) per shard.
+
+    ``labels`` is JSON text or a list: a list of strings (every shard asks for the same runner
+    labels; as many hosts as carry them run in parallel) or a list of label lists, one per shard
+    (pin a shard to a host). ``total`` 0 means "one shard per label list".
+    """
+    if isinstance(labels, str):
+        text = labels.strip()
+        try:
+            labels = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            labels = [p for p in re.split(r"[,\s]+", text) if p]
+    if labels is None or labels == []:
+        labels = list(DEFAULT_RUNNER_LABELS)
+    if not isinstance(labels, list):
+        raise ConfigError(f"runner labels {labels!r}: expected a JSON list")
+    per_shard = bool(labels) and all(isinstance(x, list) for x in labels)
+    if not per_shard and not all(isinstance(x, str) and x for x in labels):
+        raise ConfigError(
+            f"runner labels {json.dumps(labels)}: expected a list of strings or of label lists"
+        )
+    if total == 0:
+        total = len(labels) if per_shard else 1
+    check_shard(1, total, "--shards")
+    if per_shard and len(labels) != total:
+        raise ConfigError(
+            f"runner labels: {len(labels)} label lists for {total} shards (give one per shard)"
+        )
+    return [
+        {
+            "shard": f"{i}/{total}",
+            "index": i,
+            "total": total,
+            "labels": list(labels[i - 1]) if per_shard else list(labels),
+        }
+        for i in range(1, total + 1)
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m specperf.shard matrix --shards N --labels JSON`` → the CI matrix as JSON."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m specperf.shard", description=main.__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("matrix", help="print the CI matrix (one entry per shard) as JSON")
+    m.add_argument("--shards", default="0", help="number of shards/hosts (0: one per label list)")
+    m.add_argument("--labels", default="", help="runner labels: JSON list, or list of lists")
+    args = p.parse_args(argv)
+    try:
+        total = int(args.shards or 0)
+    except ValueError:
+        print(f"--shards {args.shards!r}: expected a whole number", file=sys.stderr)
+        return 2
+    try:
+        print(json.dumps({"include": ci_matrix(total, args.labels)}))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
