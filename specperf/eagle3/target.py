@@ -1,0 +1,130 @@
+"""Step-by-step driving of a Hugging Face causal LM for speculative decoding.
+
+What transformers' ``generate()`` does not give us: a forward over a block of draft tokens that
+returns the fused hidden states EAGLE3 needs, and a KV cache we can rewind to the accepted
+prefix. This module hides the few places where transformers moved between releases (5.17 names the
+cache argument ``past_key_values``, 5.24 ``cache``; 5.17's static cache has no ``crop``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """Name of the KV-cache argument of ``model.forward`` in this transformers release."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def new_cache(model: Any, kind: str, max_len: int) -> Any:
+    """A fresh KV cache: ``static`` (fixed addresses, needed for compiled/graphed steps) or
+    ``dynamic`` (grows; cheapest on CPU)."""
+    from transformers import DynamicCache, StaticCache
+
+    if kind == "static":
+        return StaticCache(config=model.config, max_cache_len=max_len)
+    if kind == "dynamic":
+        return DynamicCache(config=model.config)
+    raise ValueError(f"unknown cache kind {kind!r} (static|dynamic)")
+
+
+def cache_length(cache: Any) -> int:
+    n = cache.get_seq_length()
+    return int(n.item()) if isinstance(n, torch.Tensor) else int(n)
+
+
+def rewind_cache(cache: Any, length: int) -> None:
+    """Drop every position at or after ``length`` (rejected drafts).
+
+    Static layers only move their write pointer (stale entries stay masked and are overwritten);
+    dynamic layers are sliced."""
+    cur = cache_length(cache)
+    drop = cur - length
+    if drop <= 0:
+        return
+    for layer in cache.layers:
+        cum = getattr(layer, "cumulative_length", None)
+        if isinstance(cum, torch.Tensor):
+            cum.sub_(drop)  # in place: a compiled graph holds its address
+        elif getattr(layer, "keys", None) is not None and isinstance(layer.keys, torch.Tensor):
+            layer.keys = layer.keys[..., :length, :]
+            layer.values = layer.values[..., :length, :]
+            if isinstance(cum, int):
+                layer.cumulative_length = length
+        else:
+            raise RuntimeError(f"cannot rewind cache layer {type(layer).__name__}")
+
+
+class TargetRunner:
+    """One sequence through the target: prefill, verify blocks, rewind.
+
+    ``aux_layer_ids`` select hidden states by EAGLE3/vLLM numbering: id L is the *input* of
+    decoder layer L, i.e. ``hidden_states[L]`` of transformers' output (index 0 = embeddings).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        aux_layer_ids: Sequence[int] = (),
+        cache: str = "dynamic",
+        max_len: int = 4096,
+        compiled: Callable[..., Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.aux_layer_ids = tuple(aux_layer_ids)
+        self.cache_kind = cache
+        self.max_len = max_len
+        self.compiled = compiled
+        self._kw = cache_kwarg(model)
+        self.cache: Any = None
+        self.device = next(model.parameters()).device
+
+    def start(self, needed_len: int) -> None:
+        """Fresh state for one request of at most ``needed_len`` positions."""
+        if needed_len > self.max_len:
+            raise ValueError(f"request needs {needed_len} positions, cache holds {self.max_len}")
+        if self.cache_kind == "static" and self.cache is not None:
+            self.cache.reset()  # keep addresses stable for compiled graphs
+        else:
+            self.cache = new_cache(self.model, self.cache_kind, self.max_len)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.cache is None else cache_length(self.cache)
+
+    def rewind(self, length: int) -> None:
+        rewind_cache(self.cache, length)
+
+    @torch.inference_mode()
+    def forward(
+        self, ids: torch.Tensor, *, use_compiled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Append ``ids`` (1, n) at the cache's end. Returns fp32 logits (n, V) and the fused
+        aux hidden states (n, n_aux·H), or None when no aux layers were asked for."""
+        start = self.length
+        n = ids.shape[-1]
+        pos = torch.arange(start, start + n, device=self.device).unsqueeze(0)
+        kwargs: dict[str, Any] = {
+            "input_ids": ids,
+            "position_ids": pos,
+            self._kw: self.cache,
+            "use_cache": True,
+            "output_hidden_states": bool(self.aux_layer_ids),
+            "return_dict": True,
+        }
+        fn = self.compiled if (use_compiled and self.compiled is not None) else self.model
+        if fn is self.compiled:
+            torch.compiler.cudagraph_mark_step_begin()
+        out = fn(**kwargs)
+        # copy out at once: a CUDA-graph replay overwrites its output buffers
+        logits = out.logits[0].to(dtype=torch.float32, copy=fn is self.compiled)
+        aux = None
+        if self.aux_layer_ids:
+            aux = torch.cat([out.hidden_states[i][0] for i in self.aux_layer_ids], dim=-1)
+        return logits, aux
