@@ -11,7 +11,8 @@ Drift rule (per series, direction and tolerance from the suite's metric policies
   ALL worse than the reference by more than the tolerance. One bad night alone is the baseline
   gate's business; a new, lower level that persists — however it was reached — is drift.
   Fewer than ``min_history`` stored points: "insufficient history", never a pass.
-Metrics whose policy gates ("always"/"measured") fail the check; report-only metrics
+"Worse by more than the tolerance" is the verdict module's ``compare`` — the same test as the
+baseline gate. Metrics whose policy gates ("always"/"measured") fail the check; report-only metrics
 (gate "never", e.g. TTFT/TPOT) are listed as warnings.
 
 Store layout (a plain directory; in CI a worktree of the results branch, see docs/nightly.md):
@@ -205,11 +206,10 @@ def _get(d: Any, *path: str) -> Any:
 
 
 def metric_value(summary: Mapping[str, Any], name: str) -> float | None:
-    """Value of a dotted metric (``ttft_ms.p50``) in a run summary; None if absent."""
-    v = _get(summary, *name.split("."))
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
+    """The figure the verdict module would judge (aggregated over repeats where present)."""
+    from specperf.verdict import ItemResult
+
+    return ItemResult(dict(summary)).value(name)
 
 
 def fingerprint_of(summary: Mapping[str, Any]) -> str | None:
@@ -229,12 +229,15 @@ def series_id(summary: Mapping[str, Any]) -> tuple[str, str]:
     return hardware_profile(dict(summary)), key_text(dict(summary))
 
 
-def worse_by(value: float, reference: float, direction: str) -> float | None:
-    """Relative change in the bad direction (positive = worse); None when undefined."""
-    if reference == 0:
-        return None
-    change = (value - reference) / abs(reference)
-    return -change if direction == "higher" else change
+def worse_by(value: float, reference: float, direction: str, tol: float) -> tuple[bool, float]:
+    """(beyond tolerance, relative change in the bad direction: + = worse), decided by the
+    verdict module's ``compare`` so drift and the baseline gate share one rule."""
+    from specperf.verdict import compare
+
+    regressed, delta = compare(value, reference, direction, tol)
+    if delta is None:
+        return regressed, 0.0
+    return regressed, -delta if direction == "higher" else delta
 
 
 @dataclass
@@ -413,12 +416,9 @@ def drift_check(
             f.reference = statistics.median(p.value for p in ref_pts)
             f.reference_nights = [p.night for p in ref_pts]
             f.recent = [*pts, Point(current_night, now, s.get("engine_version"))][-persist:]
-            worse = [worse_by(p.value, f.reference, pol.direction) for p in f.recent]
-            if any(w is None for w in worse):
-                f.status = "insufficient"
-                continue
-            f.worse = [round(w, 6) for w in worse if w is not None]
-            if all(w > tol for w in f.worse):
+            judged = [worse_by(p.value, f.reference, pol.direction, tol) for p in f.recent]
+            f.worse = [round(w, 6) for _, w in judged]
+            if all(bad for bad, _ in judged):
                 f.status = "drift" if pol.gate in ("always", "measured") else "warning"
     findings.sort(
         key=lambda f: (
@@ -480,12 +480,15 @@ def _parse_date(text: str | None) -> _dt.datetime | None:
     return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
 
 
-def _policies(suite: str | None) -> Mapping[str, MetricPolicy]:
-    if not suite:
-        return DEFAULT_METRICS
-    from specperf.config import load_suite
+def _policies(suite: str | None, results: Sequence[Path]) -> Mapping[str, MetricPolicy]:
+    """The suite's metric policies: from --suite, else the snapshot the plugin wrote."""
+    from specperf import verdict
 
-    return load_suite(suite).metrics
+    if suite:
+        from specperf.config import load_suite
+
+        return load_suite(suite).metrics
+    return verdict.policies_from_snapshot(verdict.read_suite_snapshot(results))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -508,7 +511,7 @@ def run(args: argparse.Namespace) -> int:
     report = drift_check(
         read_summaries(args.results),
         load_nights(args.store),
-        policies=_policies(args.suite),
+        policies=_policies(args.suite, args.results),
         last=args.last,
         min_history=args.min_history,
         persist=args.persist,

@@ -224,3 +224,25 @@ def test_cli_add_check_list(
     capsys.readouterr()
     assert cli(["list", "--store", str(store)]) == 0
     assert capsys.readouterr().out.count("vllm==0.32.0") == 4
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_results"
+
+
+def test_plugin_written_results_one_bad_night_then_drift(tmp_path: Path) -> None:
+    """Committed suite results (figures, fingerprints, suite.json policies): the planted
+    regression of run-main is one night — not drift; the second such night is."""
+    store = tmp_path / "store"
+    start = dt.datetime(2026, 11, 1, 2, 0, tzinfo=dt.timezone.utc)
+    for i in range(4):
+        history.add_night(store, [FIXTURES / "run-prev"], date=start + dt.timedelta(days=i))
+    tonight = history.read_summaries([FIXTURES / "run-main"])
+    pols = history._policies(None, [FIXTURES / "run-main"])
+    first = history.drift_check(tonight, history.load_nights(store), policies=pols)
+    assert not first.failed
+    history.add_night(store, [FIXTURES / "run-main"], date=start + dt.timedelta(days=4))
+    second = history.drift_check(tonight, history.load_nights(store), policies=pols)
+    keys = {(f.key, f.metric) for f in second.drifts}
+    assert ("qwen3-8b/vllm/eagle3/humaneval/c4/greedy", "mean_acceptance_length") in keys
+    assert all("/sglang/" not in k for k, _ in keys)  # no sglang history: not judged
+    assert any("/sglang/" in f.key for f in second.insufficient)
