@@ -102,6 +102,14 @@ TRANSFORMS = {
     f"sha256('{GSM8K_SUBSET_SEED}:<doc id>'), written in doc-id order; reference = final answer",
 }
 
+ZH_LONG_WORKLOAD = {
+    "meant_for": "seed 2's shape: 11 prompts of ~2.5k-3.8k input tokens, outputs 0.85k-2.2k",
+    "max_tokens_at_least": 2048,
+    "concurrency": [1, 2],
+    "note": "prompts draw on 22 shared source documents (passages.jsonl) in different "
+    "combinations; each starts with its own task text, so no two share a cacheable prefix",
+}
+
 PROJECT_FILES = {
     "zh.jsonl": "written for this project (Chinese prompts with English twins)",
     "passages.jsonl": "written for this project (documents referenced by zh and zh-long items)",
@@ -252,6 +260,7 @@ def write_manifest(fixtures: Path, previous: dict[str, Any]) -> dict[str, Any]:
     }
     if (fixtures / "zh_long.jsonl").exists():
         manifest["zh_long_prompts"] = long_prompt_stats(fixtures)
+        manifest["zh_long_workload"] = ZH_LONG_WORKLOAD
     unknown = set(previous.get("files", {})) - set(files)
     if unknown:
         print(f"note: dropped from manifest (file gone): {sorted(unknown)}", file=sys.stderr)

@@ -74,7 +74,11 @@ SETS: dict[str, SetSpec] = {
     "zh-en": SetSpec(
         "zh.jsonl", 16, "English twins of the zh set (same id suffix)", "en", None, "twin"
     ),
-    "zh-long": SetSpec("zh_long.jsonl", 4, "seed-2 shape: long Chinese prompts, ~2.5-3.8k tokens"),
+    "zh-long": SetSpec(
+        "zh_long.jsonl",
+        4,
+        "seed-2 shape: 12 long Chinese prompts, ~2.9-3.7k tokens; max_tokens >= 2048, c=1/2",
+    ),
 }
 
 # Input-length buckets on the estimated token count of the first turn (+ system prompt):

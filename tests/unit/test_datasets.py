@@ -203,3 +203,63 @@ def test_every_fixture_item_has_a_bucket() -> None:
     labels = {label for _, label in LENGTH_BUCKETS}
     for name in OFFLINE:
         assert {length_bucket(it) for it in load_dataset(name).items} <= labels
+
+
+# ---- the project's Chinese sets ----------------------------------------------------------
+
+ZH_SIZES = {"zh": (64, 16), "zh-en": (64, 16), "zh-long": (12, 4)}
+
+
+def cjk_share(text: str) -> float:
+    return estimate_tokens(text)[0] / len(text)
+
+
+@pytest.mark.parametrize("name", list(ZH_SIZES))
+@pytest.mark.parametrize("tier", ["full", "smoke"])
+def test_zh_sets_sizes(name: str, tier: str) -> None:
+    full, smoke = ZH_SIZES[name]
+    ds = load_dataset(name, tier)
+    assert len(ds.items) == (full if tier == "full" else smoke)
+    assert len({it.id for it in ds.items}) == len(ds.items)
+
+
+def test_zh_and_en_twins_match_one_to_one() -> None:
+    zh, en = load_dataset("zh").items, load_dataset("zh-en").items
+    by_id = {it.id: it for it in en}
+    for it in zh:
+        twin = by_id[it.twin]
+        assert twin.twin == it.id and twin.category == it.category
+        assert it.id.split("-", 1)[1] == twin.id.split("-", 1)[1]  # same suffix
+        assert (it.reference is None) == (twin.reference is None)
+        assert it.lang == "zh" and twin.lang == "en"
+        assert cjk_share(it.turns[0]) > (0.1 if it.category == "code" else 0.5), it.id
+        assert cjk_share(twin.turns[0]) < 0.02, twin.id
+    smoke_zh = [it.twin for it in load_dataset("zh", "smoke").items]
+    assert smoke_zh == [it.id for it in load_dataset("zh-en", "smoke").items]
+
+
+def test_zh_categories_cover_chat_math_code_and_summarization() -> None:
+    cats = Counter(it.category for it in load_dataset("zh").items)
+    assert cats["math"] >= 10 and cats["code"] >= 10 and cats["summarization"] >= 10
+    chat = sum(v for k, v in cats.items() if k not in ("math", "code", "summarization"))
+    assert chat >= 30
+    assert len(Counter(it.category for it in load_dataset("zh", "smoke").items)) == len(cats)
+
+
+def test_zh_summarization_inputs_are_long() -> None:
+    for it in load_dataset("zh").items:
+        if it.category == "summarization":
+            assert len(it.turns[0]) > 500
+
+
+def test_zh_long_has_the_seed2_shape() -> None:
+    items = load_dataset("zh-long").items
+    assert 11 <= len(items) <= 16
+    for it in items:
+        text = it.turns[0]
+        _, est = estimate_tokens(text)
+        assert 4000 <= len(text) <= 5500, (it.id, len(text))
+        assert 2500 <= est <= 3800, (it.id, est)
+        assert cjk_share(text) > 0.9
+    # distinct task text first: no two prompts share a cacheable prefix
+    assert len({it.turns[0][:32] for it in items}) == len(items)
