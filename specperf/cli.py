@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("specperf.testmodels", "build the tiny local test models (no hub needed)"),
     "watch": ("specperf.release_watch", "pinned vs newest engine release on the same machine"),
     "history": ("specperf.history", "nightly history store and drift check over the last N"),
+    "report": ("specperf.report.command", "report.md + report.html from results directories"),
+    "merge": ("specperf.report.merge", "merge shard/GPU/host results into one set, one verdict"),
 }
 
 

@@ -29,16 +29,23 @@ def _series_colors(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
     return {lab: cmap(i % cmap.N) for i, lab in enumerate(sorted(set(labels)))}
 
 
-def _figure(n_panels: int, legend_rows: int = 0) -> tuple[Figure, list]:
+def _figure(n_panels: int, n_series: int = 0, min_width: float = 0.0) -> tuple[Figure, list]:
     cols = min(MAX_COLS, max(1, n_panels))
     rows = math.ceil(n_panels / cols)
-    height = PANEL_H * rows + 0.25 * legend_rows + 0.3
-    fig = Figure(figsize=(PANEL_W * cols, height), dpi=DPI, layout="constrained")
+    width = max(PANEL_W * cols, min_width)
+    legend_rows = math.ceil(n_series / _legend_cols(width, n_series)) if n_series else 0
+    height = PANEL_H * rows + 0.28 * legend_rows + 0.3
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     return fig, axes[:n_panels]
+
+
+def _legend_cols(width_in: float, n: int) -> int:
+    """Legend columns that fit the figure width (about 2.6 inches per entry)."""
+    return max(1, min(n, int(width_in // 2.6)))
 
 
 def _png(fig: Figure) -> bytes:
@@ -55,7 +62,8 @@ def _legend(fig: Figure, colors: dict[str, tuple[float, ...]], kind: str = "line
         Line2D([0], [0], color=c, marker="o") if kind == "line" else Patch(color=c)
         for c in colors.values()
     ]
-    fig.legend(handles, list(colors), loc="outside lower center", ncol=min(4, len(colors)))
+    ncol = _legend_cols(fig.get_figwidth(), len(colors))
+    fig.legend(handles, list(colors), loc="outside lower center", ncol=ncol)
 
 
 def _series(
@@ -82,7 +90,7 @@ def by_concurrency(
     df = df.assign(series=_series(df))
     datasets = sorted(df["dataset"].unique())
     colors = _series_colors(df["series"].tolist())
-    fig, axes = _figure(len(datasets), legend_rows=math.ceil(len(colors) / 4))
+    fig, axes = _figure(len(datasets), len(colors))
     for ax, ds in zip(axes, datasets, strict=True):
         part = df[df["dataset"] == ds]
         for name, g in part.groupby("series"):
@@ -120,7 +128,10 @@ def grouped_bars(
         return None
     panels = sorted(df[panel].unique()) if panel else [None]
     colors = _series_colors(df[series].astype(str).tolist())
-    fig, axes = _figure(len(panels), legend_rows=math.ceil(len(colors) / 4))
+    n_x = max(df.groupby(panel)[x].nunique()) if panel else df[x].nunique()
+    # one panel of many bars gets the width of a row of panels
+    min_width = min(PANEL_W * MAX_COLS, 1.5 + 0.35 * n_x * len(colors)) if len(panels) == 1 else 0
+    fig, axes = _figure(len(panels), len(colors), min_width)
     for ax, p in zip(axes, panels, strict=True):
         part = df if p is None else df[df[panel] == p]
         xs = list(dict.fromkeys(part[x].astype(str)))
@@ -135,7 +146,10 @@ def grouped_bars(
             ax.bar(pos, g["v"], width=width, color=colors[name])
             if marker:
                 ax.plot(pos, g["m"], "k.", ms=6)
-        ax.set_xticks(range(len(xs)), xs, rotation=20 if len(xs) > 4 else 0)
+        crowded = sum(len(v) for v in xs) * 0.09 > ax.get_position().width * fig.get_figwidth()
+        ax.set_xticks(
+            range(len(xs)), xs, rotation=25 if crowded else 0, ha="right" if crowded else "center"
+        )
         if hline is not None:
             ax.axhline(hline, color="grey", lw=0.8, ls="--")
         if p is not None:
@@ -154,7 +168,7 @@ def position_decay(positions: pd.DataFrame) -> bytes | None:
     df = positions.assign(series=_series(positions, engine="engine", method="method"))
     datasets = sorted(df["dataset"].unique())
     colors = _series_colors(df["series"].tolist())
-    fig, axes = _figure(len(datasets), legend_rows=math.ceil(len(colors) / 4))
+    fig, axes = _figure(len(datasets), len(colors))
     for ax, ds in zip(axes, datasets, strict=True):
         for _, row in df[df["dataset"] == ds].iterrows():
             ys = [row[c] for c in pos_cols]

@@ -44,10 +44,12 @@ integer = _num(".0f")
 
 # (column-name pattern, formatter), first match wins.
 RULES: list[tuple[str, Formatter]] = [
+    (r"^delta$|^Δ", signed_pct),
     (r"speedup / best|zh / en", two),
     (r"speedup", times),
     (r"accept rate|evalscope rate|^pos \d+|rate$", pct),
-    (r"^delta$|^Δ", signed_pct),
+    (r"^tolerance$", pct),
+    (r"^(measured|baseline|other|bound)$", _num(".4g")),
     (r"MAL|L est|evalscope L|tokens/chunk|tok/chunk", two),
     (r"tok/s|\(ms\)|TTFT|TPOT|ITL|E2E|duration", one),
     (

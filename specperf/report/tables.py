@@ -28,9 +28,13 @@ def engine_name(row: pd.Series | dict[str, Any]) -> str:
     return label if version in ("?", "") or version in label else f"{label} {version}"
 
 
+# Display names of the grouping columns.
+LABELS = {"engine_name": "engine", "method_label": "method", "concurrency": "c"}
+
+
 def with_speedup(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` plus ``native_tok_s`` and ``speedup`` (NaN where native was not measured)."""
-    df = runs.copy()
+    df = runs.drop(columns=["native_tok_s", "speedup", "engine_name"], errors="ignore")
     if df.empty:
         df["native_tok_s"] = pd.Series(dtype=float)
         df["speedup"] = pd.Series(dtype=float)
@@ -64,7 +68,7 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
     cs = list(wide.columns)
     wide["mean"] = wide[cs].mean(axis=1)
     wide["peak"] = wide[cs].max(axis=1)
-    return wide.reset_index()
+    return wide.reset_index().rename(columns=LABELS)
 
 
 def method_ranking(runs: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +153,7 @@ def vs_concurrency(runs: pd.DataFrame, value: str) -> pd.DataFrame:
         aggfunc="mean",
     )
     wide.columns = [f"c={c}" for c in wide.columns]
-    return wide.reset_index()
+    return wide.reset_index().rename(columns=LABELS)
 
 
 def position_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -349,6 +353,38 @@ def twins(reqs: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
             wide[f"MAL {lang}"] = real.get(lang, np.nan)
     return wide.reset_index().rename(
         columns={"engine_name": "engine", "method_label": "method", "concurrency": "c"}
+    )
+
+
+def output_lengths(runs: pd.DataFrame) -> pd.DataFrame:
+    """Σ output tokens of each method item against its native item (same pair)."""
+    df = with_speedup(runs)
+    native = df[df["method"] == NATIVE][[*PAIR, "output_tokens"]].rename(
+        columns={"output_tokens": "native output tokens"}
+    )
+    spec = _spec(df).merge(native, on=PAIR, how="inner")
+    if spec.empty:
+        return pd.DataFrame()
+    spec["length ratio"] = spec["output_tokens"] / spec["native output tokens"]
+    return spec[
+        [
+            "model",
+            "sampling",
+            "engine_name",
+            "method_label",
+            "dataset",
+            "concurrency",
+            "output_tokens",
+            "native output tokens",
+            "length ratio",
+        ]
+    ].rename(
+        columns={
+            "engine_name": "engine",
+            "method_label": "method",
+            "concurrency": "c",
+            "output_tokens": "output tokens",
+        }
     )
 
 

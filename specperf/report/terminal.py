@@ -1,0 +1,135 @@
+"""End-of-session output for the pytest plugin: a compact verdict table for the terminal and
+a markdown summary for ``$GITHUB_STEP_SUMMARY``.
+
+The plugin calls :func:`session_summary` (or the two pieces) with the checks it evaluated;
+without checks, the verdicts the suite recorded in ``verdicts.jsonl`` are used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from specperf import verdict
+from specperf.errors import SpecperfError
+from specperf.report.compare import ordered, visible
+from specperf.report.load import read_jsonl
+
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+MAX_ROWS = 40
+
+
+def recorded_checks(results_dir: Path | str) -> list[verdict.Check]:
+    """Checks the suite appended to ``<results>/verdicts.jsonl`` (empty when absent)."""
+    f = Path(results_dir) / verdict.VERDICTS
+    return [verdict.Check.from_json(r) for r in read_jsonl(f)] if f.is_file() else []
+
+
+def _counts(checks: Sequence[verdict.Check]) -> str:
+    counts: dict[str, int] = {}
+    for c in checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    order = sorted(counts, key=lambda s: verdict.STATUS_ORDER.get(s, 9))
+    return ", ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in order) or "no checks"
+
+
+def summary_table(
+    results_dir: Path | str,
+    checks: Sequence[verdict.Check] | None = None,
+    *,
+    report_paths: Sequence[Path | str] = (),
+    include_pass: bool = False,
+) -> str:
+    """Compact text: key, metric, measured, baseline, delta, verdict (the verdict module's
+    table, regressions first), the status counts and where the report is."""
+    checks = list(checks) if checks is not None else recorded_checks(results_dir)
+    shown = ordered(checks if include_pass else visible(checks))
+    lines = ["specperf verdict: " + _counts(checks)]
+    if shown:
+        lines.append(verdict.format_table(shown[:MAX_ROWS], include_pass=include_pass))
+        if len(shown) > MAX_ROWS:
+            lines.append(
+                f"… {len(shown) - MAX_ROWS} more in {Path(results_dir) / verdict.VERDICTS}"
+            )
+    lines += [f"report: {p}" for p in report_paths]
+    return "\n".join(lines)
+
+
+def step_summary_markdown(
+    results_dir: Path | str,
+    checks: Sequence[verdict.Check] | None = None,
+    *,
+    report_paths: Sequence[Path | str] = (),
+) -> str:
+    """The markdown appended to the GitHub job summary: counts, the checks that need
+    attention (regressions first) and the headline speedups."""
+    from specperf.report.fmt import display
+    from specperf.report.load import load_results
+    from specperf.report.markdown import table_md
+    from specperf.report.tables import method_ranking
+
+    checks = list(checks) if checks is not None else recorded_checks(results_dir)
+    shown = ordered(visible(checks))
+    out = [f"## specperf — {Path(results_dir).name}", "", f"**Verdict:** {_counts(checks)}", ""]
+    if shown:
+        rows = verdict.table_rows(shown[:MAX_ROWS])
+        df = pd.DataFrame(rows, columns=list(verdict.TABLE_COLUMNS))
+        out += [table_md(df), ""]
+        if len(shown) > MAX_ROWS:
+            out += [f"… and {len(shown) - MAX_ROWS} more.", ""]
+    try:
+        ranking = method_ranking(load_results([Path(results_dir)]).runs)
+    except SpecperfError:
+        ranking = pd.DataFrame()
+    if not ranking.empty:
+        out += ["**Methods by mean speedup over native**", "", table_md(display(ranking)), ""]
+    out += [f"Report: `{p}`" for p in report_paths]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_step_summary(
+    results_dir: Path | str,
+    checks: Sequence[verdict.Check] | None = None,
+    *,
+    report_paths: Sequence[Path | str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Path | None:
+    """Append the markdown summary to ``$GITHUB_STEP_SUMMARY`` when it is set; returns the
+    file written, or None."""
+    target = (environ if environ is not None else os.environ).get(STEP_SUMMARY_ENV)
+    if not target:
+        return None
+    text = step_summary_markdown(results_dir, checks, report_paths=report_paths)
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    return path
+
+
+def session_summary(
+    results_dir: Path | str,
+    checks: Sequence[verdict.Check] | None = None,
+    *,
+    build_report: bool = True,
+    baseline: Path | str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """Everything the plugin does at session end, in one call: write the report (unless told
+    not to), append the job summary when ``$GITHUB_STEP_SUMMARY`` is set, and return the text
+    to print. A report that cannot be written is said in the text; it never hides the table."""
+    paths: list[Path] = []
+    note = ""
+    if build_report:
+        from specperf.report.build import build_report as _build
+
+        try:
+            rp = _build([Path(results_dir)], baseline=baseline)
+            paths = [rp.markdown, rp.html]
+        except SpecperfError as exc:
+            note = f"report not written: {exc}"
+    write_step_summary(results_dir, checks, report_paths=paths, environ=environ)
+    text = summary_table(results_dir, checks, report_paths=paths)
+    return f"{text}\n{note}" if note else text
