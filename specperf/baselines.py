@@ -365,7 +365,13 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def lock_for(path: Path) -> FileLock:
-    return FileLock(str(path) + ".lock", timeout=300)
+    """A lock beside nothing the user commits: under the runtime dir, keyed by the file's
+    absolute path (every xdist worker of a run is on this host)."""
+    digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    folder = Path(os.environ.get("SPECPERF_RUN_DIR") or Path.home() / ".cache/specperf/run")
+    folder = folder / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"baseline-{digest}.lock"), timeout=300)
 
 
 def update_baselines(

@@ -167,8 +167,15 @@ def append_jsonl(path: Path, row: Mapping[str, Any]) -> None:
     """Append one JSON line under a lock (several workers share the file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(row, sort_keys=True, default=str) + "\n"
-    with FileLock(str(path) + ".lock", timeout=60), path.open("a", encoding="utf-8") as fh:
+    with FileLock(str(lock_path(path)), timeout=60), path.open("a", encoding="utf-8") as fh:
         fh.write(line)
+
+
+def lock_path(path: Path) -> Path:
+    """Locks of results files live in ``<dir>/.locks/`` so the directory stays readable."""
+    folder = path.parent / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{path.name}.lock"
 
 
 class EnginePool:

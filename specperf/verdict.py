@@ -732,67 +732,53 @@ def _evaluate_rule(
 def _evaluate_guard(
     rule: Rule, key: ItemKey, res: ItemResult, results: Mapping[str, ItemResult], c: Check
 ) -> Check:
-    """Quality guards (specperf.guards computes; this turns results into pass/fail)."""
+    """Quality guards: specperf.guards computes, this turns a GuardResult into a Check (a guard
+    that could not be evaluated is "not_evaluated", never a pass)."""
     from specperf import guards
 
     c.metric = f"rule:{rule.id} {rule.guard}"
     if rule.guard == "mal_collapse":
-        same = {
-            r.key.concurrency: r.value("mean_acceptance_length")
+        peers = [
+            r.summary
             for r in results.values()
-            if dataclasses.replace(r.key, concurrency=0) == dataclasses.replace(key, concurrency=0)
+            if r.key != key
+            and dataclasses.replace(r.key, concurrency=0) == dataclasses.replace(key, concurrency=0)
             and _usable(r) is None
-        }
-        mine = same.pop(key.concurrency, None)
-        others = {k: v for k, v in same.items() if v is not None}
-        if mine is None or not others:
-            c.reason = "needs MAL of this config at another concurrency in the same run"
-            return c
-        found = guards.mal_collapse(mine, others, **_guard_kwargs(rule))
-        return _guard_result(c, found, rule)
-    if rule.guard == "gsm8k_accuracy":
-        acc = guards.gsm8k_accuracy(res.requests(), _dataset_references(res))
-        if acc is None:
-            c.reason = "no GSM8K references available"
-            return c
-        return _bound_check(c, acc, rule)
+        ]
+        kw = {"min_share": rule.min} if rule.min is not None else {}
+        return _guard_check(c, guards.mal_collapse(res.summary, peers, res.requests(), **kw))
     native = results.get(key.native().as_str())
-    why = _usable(native)
-    if why:
-        c.reason = f"native {why}"
+    native_recs = native.requests() if native is not None and _usable(native) is None else None
+    if rule.guard == "gsm8k_accuracy":
+        refs = _dataset_references(res)
+        if not refs:
+            c.reason = "no GSM8K references for this dataset"
+            return c
+        kw = {"min_accuracy": rule.min} if rule.min is not None else {}
+        return _guard_check(
+            c, guards.gsm8k_accuracy(res.requests(), refs, native=native_recs, **kw)
+        )
+    if native_recs is None:
+        c.reason = f"native ({key.native().as_str()}) {_usable(native) or 'has no requests'}"
         return c
-    assert native is not None
     if rule.guard == "greedy_match":
         temp = (res.summary.get("sampling") or {}).get("temperature")
-        if temp not in (0, 0.0, None):
+        if temp not in (0, 0.0):
             c.reason = f"greedy match needs temperature 0 (this run: {temp})"
             return c
-        rate = guards.greedy_match_rate(res.requests(), native.requests())
-        if rate is None:
-            c.reason = "no comparable outputs"
-            return c
-        if rule.min is None and rule.max is None:
-            rule = dataclasses.replace(rule, min=0.6)
-        return _bound_check(c, rate, rule)
+        kw = {"min_rate": rule.min} if rule.min is not None else {}
+        return _guard_check(c, guards.greedy_equivalence(res.requests(), native_recs, **kw))
     if rule.guard == "degenerate":
-        found = guards.relative_degenerate(res.requests(), native.requests())
-        return _guard_result(c, found, rule)
+        kw = {"max_excess": rule.max} if rule.max is not None else {}
+        return _guard_check(c, guards.degenerate_outputs(res.requests(), native_recs, **kw))
     c.reason = f"unknown guard {rule.guard}"
     return c
 
 
-def _guard_kwargs(rule: Rule) -> dict[str, Any]:
-    return {"min_ratio": rule.min} if rule.min is not None else {}
-
-
-def _guard_result(c: Check, found: Any, rule: Rule) -> Check:
-    """Guards return None/empty when fine, else findings (text quoting the offending output)."""
-    if found:
-        c.status = "fail"
-        items = found if isinstance(found, list) else [found]
-        c.reason = _join(c.reason, "; ".join(str(f) for f in items[:3])[:600])
-    else:
-        c.status = "pass"
+def _guard_check(c: Check, g: Any) -> Check:
+    c.measured, c.baseline = g.value, g.threshold
+    c.reason = g.message
+    c.status = "not_evaluated" if g.passed is None else ("pass" if g.passed else "fail")
     return c
 
 
@@ -994,8 +980,10 @@ def write_verdicts(path: Path, checks: Iterable[Check]) -> None:
     """Append checks as JSON lines (each line whole; workers append under a lock)."""
     from filelock import FileLock
 
+    from specperf.pool import lock_path
+
     lines = "".join(json.dumps(c.to_json(), ensure_ascii=False) + "\n" for c in checks)
-    with FileLock(str(path) + ".lock", timeout=60), path.open("a", encoding="utf-8") as fh:
+    with FileLock(str(lock_path(path)), timeout=60), path.open("a", encoding="utf-8") as fh:
         fh.write(lines)
 
 

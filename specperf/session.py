@@ -1,0 +1,436 @@
+"""One suite run on one worker, without pytest: engine from the pool, measurement (with
+repeats), the item's results on disk, its verdict and the baseline update. The pytest plugin is
+thin glue around this class, so everything here is testable with plain function calls.
+
+Results directory layout (read by ``specperf verdict``, ``specperf report`` and ``merge``):
+  suite.json            resolved policies, rules and quarantines of the suite (a snapshot)
+  engine-starts.jsonl   one line per engine start/stop (worker, spec digest, pid, devices)
+  progress.log          progress lines of long items (also printed when not under xdist)
+  verdicts.jsonl        every check of every item, appended as items finish
+  verdict.json          the final verdict of the session (written by the controller)
+  engines/              engine logs
+  <item-id>/summary.json, requests.jsonl    (repeat 1; figures are medians over repeats)
+  <item-id>/repeat-<k>/summary.repeat.json, requests.jsonl    (repeats 2..N)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specperf import baselines as bl
+from specperf import verdict as vd
+from specperf.config import Item, Suite
+from specperf.engines.base import Devices, EngineSpec
+from specperf.errors import EngineStartError, SpecperfError
+from specperf.pool import START_LOG, EnginePool, append_jsonl, one_at_a_time
+
+UPDATE_MODES = ("all", "missing", "failed")
+REPEAT_SUMMARY = "summary.repeat.json"
+
+
+@dataclass
+class SessionOptions:
+    suite: Suite
+    results_dir: Path
+    baselines_dir: Path
+    hardware_profile: str
+    devices: Devices = field(default_factory=Devices)
+    repeat: int = 1
+    tier: str | None = None
+    update: str | None = None  # None | all | missing | failed
+    strict: bool = False
+    one_at_a_time: bool = False
+    progress_every: int = 0  # requests per progress line; 0: about every 10 %
+    rerun_hint: str = "pytest -m perf"  # the command line that selects this run's items
+
+
+@dataclass
+class ItemRun:
+    """What measuring one item produced."""
+
+    item: Item
+    dir: Path
+    result: vd.ItemResult
+    summaries: list[dict[str, Any]]
+    engine_version: str | None
+    checks: list[vd.Check] = field(default_factory=list)
+    outcome: vd.Outcome | None = None
+    updated: bool = False
+
+
+class SuiteSession:
+    """The worker's view of a suite run: owns the engine pool and writes results."""
+
+    def __init__(self, opts: SessionOptions, log: Callable[[str], None] | None = None) -> None:
+        if opts.repeat < 1:
+            raise SpecperfError(f"--repeat {opts.repeat}: must be >= 1")
+        if opts.update is not None and opts.update not in UPDATE_MODES:
+            raise SpecperfError(
+                f"--update-baselines={opts.update}: one of {', '.join(UPDATE_MODES)}"
+            )
+        self.opts = opts
+        self.suite = opts.suite
+        self.results_dir = Path(opts.results_dir)
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        self.pool = EnginePool(
+            opts.devices, self.results_dir / "engines", start_log=self.results_dir / START_LOG
+        )
+        self._start_failures: dict[EngineSpec, str] = {}
+        self.write_snapshot()
+
+    # ------------------------------------------------------------------ files
+    @property
+    def baseline_file(self) -> Path:
+        return bl.baseline_path(
+            self.opts.baselines_dir, self.suite.baseline_file or self.opts.hardware_profile
+        )
+
+    def write_snapshot(self) -> None:
+        snap = self.suite.to_json()
+        snap["hardware_profile"] = self.opts.hardware_profile
+        snap["baseline_file"] = self.suite.baseline_file or self.opts.hardware_profile
+        snap["baselines_path"] = str(self.baseline_file)
+        snap["repeat"] = self.opts.repeat
+        bl.write_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")
+
+    def progress_line(self, text: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {self.opts.devices.worker}: {text}"
+        with (self.results_dir / "progress.log").open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+        if self.log:
+            self.log(line)
+
+    # ------------------------------------------------------------------ measuring
+    def engine_for(self, item: Item) -> Any:
+        if item.spec in self._start_failures:
+            raise EngineStartError(
+                f"{item.id}: engine failed to start earlier in this session: "
+                f"{self._start_failures[item.spec]}"
+            )
+        try:
+            return self.pool.get(item.spec, item.engine.startup_timeout_s)
+        except EngineStartError as exc:
+            self._start_failures[item.spec] = str(exc).splitlines()[0][:300]
+            raise
+
+    def measure(
+        self, item: Item, wrap: Callable[[Callable[[], Any]], Any] | None = None
+    ) -> ItemRun:
+        """Start (or reuse) the engine, measure ``repeat`` times, write the item's results.
+        ``wrap`` runs the measuring callable (the plugin passes pytest-benchmark's pedantic)."""
+        from specperf import datasets
+        from specperf.measure import measure as measure_run
+
+        name, path = item.key.dataset, item.dataset.path
+        if path and name not in datasets.list_datasets():
+            dataset = datasets.load_dataset(path, tier=item.tier)  # a custom JSONL set
+        else:
+            dataset = datasets.load_dataset(name, tier=item.tier, path=path)
+        engine = self.engine_for(item)
+        record = engine.record()
+        fingerprint = item.fingerprint_base()
+        fingerprint["dataset_version"] = dataset.version
+        item_dir = self.results_dir / item.id
+        summaries: list[dict[str, Any]] = []
+        environment = _environment(self.opts.hardware_profile)
+
+        def run_once(k: int) -> dict[str, Any]:
+            out = item_dir if k == 1 else item_dir / f"repeat-{k}"
+            info = self.run_info(item, fingerprint, k)
+            self.progress_line(f"{item.id}: repeat {k}/{self.opts.repeat} started")
+            with one_at_a_time(self.opts.one_at_a_time):
+                summary = measure_run(
+                    engine.client(),
+                    dataset,
+                    item.sampling,
+                    item.workload,
+                    out,
+                    run_info=info,
+                    engine_record=record,
+                    environment=environment,
+                    progress=self._progress(item, k),
+                )
+            if k > 1:
+                os.replace(out / vd.SUMMARY, out / REPEAT_SUMMARY)
+            return summary
+
+        def run_all() -> None:
+            for k in range(1, self.opts.repeat + 1):
+                s = run_once(k)
+                summaries.append(s)
+                if s.get("engine_died") or not engine.is_alive():
+                    self.pool.release("engine died during the item")
+                    break
+
+        (wrap or (lambda fn: fn()))(run_all)
+        summary = self.finalize(item_dir, summaries)
+        result = vd.ItemResult(summary, item_dir)
+        return ItemRun(item, item_dir, result, summaries, summary.get("engine_version"))
+
+    def run_info(self, item: Item, fingerprint: dict[str, Any], repeat: int) -> dict[str, Any]:
+        spec = item.spec
+        return {
+            "key": item.key.as_str(),
+            "key_fields": item.key.to_json(),
+            "item_id": item.id,
+            "suite": self.suite.name,
+            "engine": spec.kind,
+            "engine_label": spec.label,
+            "engine_name": item.key.engine,
+            "method": spec.method,
+            "method_name": item.key.method,
+            "num_speculative_tokens": spec.num_speculative_tokens,
+            "topology": spec.topology(),
+            "model": item.key.model,
+            "model_path": spec.model,
+            "dataset": item.key.dataset,
+            "tier": item.tier,
+            "concurrency": item.workload.concurrency,
+            "sampling": item.sampling.fingerprint(),
+            "hardware_profile": self.opts.hardware_profile,
+            "fingerprint": fingerprint,
+            "spec_digest": spec.digest(),
+            "worker": self.opts.devices.worker,
+            "devices": {"gpus": list(self.opts.devices.gpus), "cpus": list(self.opts.devices.cpus)},
+            "repeat": repeat,
+            "repeats": self.opts.repeat,
+        }
+
+    def _progress(self, item: Item, k: int) -> Callable[[int, int], None]:
+        n = item.workload.num_requests
+        every = self.opts.progress_every or max(10, -(-n // 10))  # ~10 lines for long items
+        t0 = time.monotonic()
+
+        def cb(done: int, total: int) -> None:
+            if done == total or done % every == 0:
+                rate = done / max(time.monotonic() - t0, 1e-9)
+                self.progress_line(
+                    f"{item.id} (repeat {k}): {done}/{total} requests, {rate:.2f} req/s"
+                )
+
+        return cb
+
+    def metrics_of_interest(self) -> list[str]:
+        names = list(self.suite.metrics)
+        for rule in self.suite.rules:
+            if rule.metric not in names and rule.metric != "speedup":
+                names.append(rule.metric)
+        return names
+
+    def finalize(self, item_dir: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
+        """Write the item's summary.json: repeat 1's summary with ``figures`` (medians and
+        intervals over repeats, or a bootstrap interval over requests) and ``repeats``."""
+        if not summaries:
+            raise SpecperfError(f"{item_dir}: no run was measured")
+        first = vd.ItemResult(summaries[0], item_dir)
+        reqs = first.requests() if len(summaries) == 1 else []
+        figures = vd.aggregate(summaries, self.metrics_of_interest(), reqs)
+        summary = dict(summaries[0])
+        summary["figures"] = figures
+        summary["repeats"] = [
+            {m: vd.figure(s, m) for m in figures} | {"engine_died": bool(s.get("engine_died"))}
+            for s in summaries
+        ]
+        if len(summaries) > 1:
+            summary["repeat_1"] = {m: vd.figure(summaries[0], m) for m in figures}
+            for metric, fig in figures.items():
+                _set_path(summary, metric, fig.get("value"))
+            summary["completed"] = min(int(s.get("completed") or 0) for s in summaries)
+            summary["failed"] = max(int(s.get("failed") or 0) for s in summaries)
+            summary["engine_died"] = any(s.get("engine_died") for s in summaries)
+            summary.setdefault("notes", []).append(
+                f"figures are medians over {len(summaries)} repeats; requests.jsonl is repeat 1's"
+            )
+        bl.write_atomic(item_dir / vd.SUMMARY, json.dumps(summary, indent=1, default=str) + "\n")
+        return summary
+
+    # ------------------------------------------------------------------ judging
+    def judge(self, run: ItemRun) -> ItemRun:
+        """Checks against the baseline and the item's own same-run rules, the baseline update
+        when asked, and the outcome. Cross-engine rules wait for the end of the session."""
+        bfile = bl.load_baselines(self.baseline_file)
+        entry = bfile.get(run.item.key)
+        checks = vd.evaluate_item(
+            run.result,
+            entry,
+            self.suite.metrics,
+            hardware_profile=self.opts.hardware_profile,
+            known_issues=self.suite.known_issues,
+            max_failed_fraction=self.suite.workload.max_failed_fraction,
+        )
+        results = vd.load_results([self.results_dir])
+        rules = list(self.suite.rules) + list(bfile.rules)
+        checks += vd.evaluate_rules(
+            rules,
+            results,
+            subject=run.item.key,
+            kinds=("speedup", "floor", "ceiling", "guard"),
+            known_issues=self.suite.known_issues,
+        )
+        run.updated = self.maybe_update(run, entry, checks)
+        if run.updated:
+            checks = [
+                dataclasses.replace(c, status="info", reason=f"{c.status}; baseline written now")
+                if c.status in ("missing", "stale")
+                else c
+                for c in checks
+            ]
+            checks.append(
+                vd.Check(
+                    run.item.key.as_str(),
+                    "baseline",
+                    "info",
+                    item=run.item.id,
+                    reason=f"updated ({self.opts.update}) in {self.baseline_file}",
+                )
+            )
+        run.checks = checks
+        run.outcome = vd.outcome(
+            checks,
+            strict=self.opts.strict,
+            updated=run.updated,
+            update_command=self.update_command(run.item),
+        )
+        vd.write_verdicts(self.results_dir / vd.VERDICTS, checks)
+        return run
+
+    def maybe_update(
+        self, run: ItemRun, entry: bl.BaselineEntry | None, checks: list[vd.Check]
+    ) -> bool:
+        mode = self.opts.update
+        if mode is None:
+            return False
+        run_ok = all(
+            c.status != "fail" for c in checks if c.metric in ("engine", "failed_requests")
+        )
+        if not run_ok:
+            return False  # never a baseline from a run whose requests failed
+        no_baseline = any(c.status in ("missing", "stale") for c in checks)
+        metric_failed = any(c.status == "fail" and not c.rule for c in checks)
+        if mode == "missing" and not no_baseline:
+            return False
+        if mode == "failed" and not metric_failed:
+            return False
+        new = bl.make_entry(
+            run.item.key,
+            run.result.figures,
+            self.suite.metrics,
+            fingerprint=run.result.fingerprint,
+            provenance=self.provenance(run),
+            hardware_profile=self.opts.hardware_profile,
+            previous=entry,
+        )
+        bl.update_baselines(
+            self.baseline_file,
+            [new],
+            hardware_profile=self.opts.hardware_profile if not self.suite.baseline_file else None,
+        )
+        append_jsonl(
+            self.results_dir / "baseline-updates.jsonl",
+            {"key": run.item.key.as_str(), "file": str(self.baseline_file), "mode": mode},
+        )
+        return True
+
+    def provenance(self, run: ItemRun) -> dict[str, Any]:
+        s = run.result.summary
+        env = s.get("environment") or {}
+        gpu = env.get("gpu") or {}
+        return {
+            "source": "measured",
+            "engine_version": run.engine_version,
+            "engine_label": run.item.spec.label,
+            "hardware_profile": self.opts.hardware_profile,
+            "gpu": gpu.get("name") if isinstance(gpu, dict) else gpu,
+            "driver": gpu.get("driver") if isinstance(gpu, dict) else None,
+            "cpu": _cpu_model(env),
+            "suite": self.suite.name,
+            "suite_commit": env.get("git_commit") or _git_commit(),
+            "sample_size": {
+                "requests": run.item.workload.num_requests,
+                "repeats": len(run.summaries),
+            },
+            "results_dir": str(self.results_dir),
+            "how_measured": (
+                f"specperf suite {self.suite.name}, item {run.item.id}: closed loop at "
+                f"concurrency {run.item.workload.concurrency}, {run.item.workload.num_requests} "
+                f"requests, {len(run.summaries)} repeat(s), value = median"
+            ),
+        }
+
+    def update_command(self, item: Item) -> str:
+        return f"{self.opts.rerun_hint} -k {shlex.quote(item.id)} --update-baselines=missing"
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = d
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        if not isinstance(nxt, dict):
+            return
+        cur = nxt
+    if parts[-1] in cur or value is not None:
+        cur[parts[-1]] = value
+
+
+def _environment(profile: str) -> dict[str, Any]:
+    """The environment record of engines' helper module, plus the hardware profile."""
+    env: dict[str, Any] = {}
+    try:
+        from specperf import environment
+
+        env = dict(environment.environment_record())
+    except Exception:  # the record is best effort; the profile is always there
+        env = {}
+    env["hardware_profile"] = profile
+    return env
+
+
+def _cpu_model(env: dict[str, Any]) -> str | None:
+    cpu = env.get("cpu")
+    if isinstance(cpu, dict):
+        return cpu.get("model")
+    return cpu or env.get("cpu_model")
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def cross_engine_checks(suite: Suite, results_dir: Path, baselines_file: Path) -> list[vd.Check]:
+    """Rules spanning engines, evaluated once every item is done (end of session)."""
+    results = vd.load_results([results_dir]) if results_dir.exists() else {}
+    rules = list(suite.rules) + list(bl.load_baselines(baselines_file).rules)
+    if not any(r.kind == "cross_engine" for r in rules):
+        return []
+    return vd.evaluate_rules(
+        rules, results, kinds=("cross_engine",), known_issues=suite.known_issues
+    )
+
+
+__all__ = [
+    "ItemRun",
+    "SessionOptions",
+    "SuiteSession",
+    "cross_engine_checks",
+]
