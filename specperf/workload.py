@@ -338,13 +338,13 @@ async def _run_slots(
                 try:
                     end = await runner.send(rec, list(messages))
                 except asyncio.CancelledError:
-                    on_done(rec, time.perf_counter())
                     if on_record:
-                        on_record(rec)
+                        on_record(rec)  # persisted first: nothing measured is lost
+                    on_done(rec, time.perf_counter())
                     raise
-                on_done(rec, end)
                 if on_record:
                     on_record(rec)
+                on_done(rec, end)
                 if not rec.ok:
                     break  # later turns need this answer: they count as not sent
                 messages.append({"role": "assistant", "content": rec.text})
@@ -391,8 +391,8 @@ async def _settled_counters(client: EngineClient, notes: list[str], what: str) -
         except Exception as exc:
             notes.append(f"counters could not be read {what}: {type(exc).__name__}: {exc}")
             return Counters()
-        if cur == prev:
-            return cur
+        if cur == prev or cur == Counters():
+            return cur  # settled, or an engine without counters
         prev = cur
         await asyncio.sleep(COUNTER_SETTLE_INTERVAL_S)
     notes.append(f"counters still moving {what} after {COUNTER_SETTLE_TRIES} scrapes")

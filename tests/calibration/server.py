@@ -58,6 +58,7 @@ class CalibrationConfig:
     output_tokens: int = 64  # natural length (finish "stop"); capped by max_tokens
     output_tokens_max: int | None = None  # per-prompt length in [output_tokens, this]
     usage: bool = True  # honour stream_options.include_usage
+    usage_delay_s: float = 0.0  # send the usage-only chunk this much after the last choice
     role_chunk: bool = True  # vLLM sends {"role": "assistant", "content": ""} first
     reasoning_tokens: int = 0  # the first N tokens go to the reasoning field
     reasoning_field: str = "reasoning"  # vLLM 0.32: "reasoning"; older/SGLang: "reasoning_content"
@@ -209,6 +210,7 @@ class CalibrationApp:
         self.cache: set[str] = set()
         self.requests_seen = 0
         self.active = 0
+        self.max_active = 0
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REQUESTS)
         self.served: list[_ServedRequest] = []
         self.app = web.Application()
@@ -275,6 +277,7 @@ class CalibrationApp:
 
     async def reset_stats(self, _req: web.Request) -> web.Response:
         self.served.clear()
+        self.max_active = self.active
         return web.Response(text="")
 
     async def debug_requests(self, _req: web.Request) -> web.Response:
@@ -302,6 +305,8 @@ class CalibrationApp:
             "mean_ttft_ms": 1000 * sum(ttfts) / len(ttfts) if ttfts else None,
             "chunks_per_s": chunks / span if span > 0 else None,
             "span_s": span,
+            "max_active": self.max_active,
+            "requests_seen": self.requests_seen,
         }
 
     # -- chat streaming -----------------------------------------------------------------------
@@ -375,6 +380,7 @@ class CalibrationApp:
             f'"model":{json.dumps(cfg.model)},"choices":[{{"index":0,"delta":'
         )
         self.active += 1
+        self.max_active = max(self.max_active, self.active)
         m.running.labels(**m.labels).set(self.active)
         loop = asyncio.get_running_loop()
         emitted = 0
@@ -423,30 +429,46 @@ class CalibrationApp:
                         "completion_tokens": n_out,
                         "total_tokens": p_tokens + n_out,
                     }
-                    out += (
+                    usage_chunk = (
                         f'data: {{"id":"{rid}","object":"chat.completion.chunk",'
                         f'"created":{int(time.time())},"model":{json.dumps(cfg.model)},'
                         f'"choices":[],"usage":{json.dumps(usage)}}}\n\n'
                     )
+                    if cfg.usage_delay_s:
+                        await resp.write(out.encode())
+                        self._account(served, m, k, n, i, emitted)
+                        emitted += n
+                        await asyncio.sleep(cfg.usage_delay_s)
+                        out, n = "", 0
+                    out += usage_chunk
                 if last:
                     out += "data: [DONE]\n\n"
                 await resp.write(out.encode())
-                now = time.perf_counter()
-                emitted += n
-                m.step(k, n, first=i == 0)
-                served.first = served.first if served.first is not None else now
-                served.last = now
-                served.tokens = emitted
-                served.chunks = i + 1
+                if n:
+                    self._account(served, m, k, n, i, emitted)
+                    emitted += n
             m.success.labels(**m.labels, finished_reason=finish).inc()
             await resp.write_eof()
-        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+        except asyncio.CancelledError:
             m.success.labels(**m.labels, finished_reason="abort").inc()
             raise
+        except ConnectionError:  # the client went away: stop generating, like an engine abort
+            m.success.labels(**m.labels, finished_reason="abort").inc()
         finally:
             self.active -= 1
             m.running.labels(**m.labels).set(self.active)
         return resp
+
+    @staticmethod
+    def _account(served: _ServedRequest, m: _Metrics, k: int, n: int, i: int, emitted: int) -> None:
+        """Counters and server-side timing follow what was handed to the socket."""
+        now = time.perf_counter()
+        m.step(k, n, first=i == 0)
+        if served.first is None:
+            served.first = now
+        served.last = now
+        served.tokens = emitted + n
+        served.chunks = i + 1
 
 
 class CalibrationServer:
