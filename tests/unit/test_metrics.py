@@ -46,8 +46,8 @@ def result(records, *, before=None, after=None, duration=None, **kw):
     return WorkloadResult(
         records=records,
         duration_s=dur,
-        before=before,
-        after=after,
+        before=before or Counters(),
+        after=after or Counters(),
         order=[r.prompt_id for r in records],
         repeat_factor=1.0,
         warmup=0,
