@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from specperf.errors import ConfigError
@@ -158,8 +159,52 @@ def ci_matrix(total: int, labels: str | Sequence[Any] | None = None) -> list[dic
     ]
 
 
+# --------------------------------------------------------------------------- baseline updates
+def merge_baseline_updates(into: Path | str, shard_dirs: Sequence[Path | str]) -> list[str]:
+    """Fold the baseline entries each shard rewrote (``--update-baselines``) into ``into``.
+
+    Every shard starts from the same checked-out ``into`` directory and rewrites only its own
+    groups' entries; an entry is taken from a shard when it differs from the checked-out one.
+    Two shards rewriting one entry differently cannot happen with disjoint shards and is an
+    error. Writes go through ``baselines.update_baselines`` (lock, merge, atomic replace).
+    Returns ``file: key`` for every applied entry.
+    """
+    from specperf.baselines import BaselineEntry, BaselineFile, load_baselines, update_baselines
+
+    into = Path(into)
+    originals = {p.name: load_baselines(p) for p in sorted(into.glob("*.json"))}
+    picked: dict[str, dict[str, tuple[BaselineEntry, Path]]] = {}
+    profiles: dict[str, str | None] = {}
+    for shard in map(Path, shard_dirs):
+        if not shard.is_dir():
+            raise ConfigError(f"{shard}: shard baselines directory does not exist")
+        for f in sorted(shard.glob("*.json")):
+            new = load_baselines(f)
+            old = originals.get(f.name) or BaselineFile(into / f.name)
+            profiles.setdefault(f.name, new.hardware_profile)
+            for key, entry in new.entries.items():
+                before = old.entries.get(key)
+                if before is not None and before.to_json() == entry.to_json():
+                    continue
+                seen = picked.setdefault(f.name, {}).get(key)
+                if seen is not None and seen[0].to_json() != entry.to_json():
+                    raise ConfigError(
+                        f"{f.name}: entry {key} rewritten differently by {seen[1]} and {shard}"
+                    )
+                picked[f.name][key] = (entry, shard)
+    applied = []
+    for name, entries in sorted(picked.items()):
+        update_baselines(
+            into / name, [e for e, _ in entries.values()], hardware_profile=profiles.get(name)
+        )
+        applied += [f"{name}: {k}" for k in sorted(entries)]
+    return applied
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m specperf.shard matrix --shards N --labels JSON`` → the CI matrix as JSON."""
+    """``python -m specperf.shard matrix --shards N --labels JSON`` → the CI matrix as JSON;
+    ``python -m specperf.shard merge-baselines --into baselines SHARD_DIR...`` → one baselines
+    directory from the shards' ``--update-baselines`` output."""
     import argparse
     import sys
 
@@ -168,7 +213,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     m = sub.add_parser("matrix", help="print the CI matrix (one entry per shard) as JSON")
     m.add_argument("--shards", default="0", help="number of shards/hosts (0: one per label list)")
     m.add_argument("--labels", default="", help="runner labels: JSON list, or list of lists")
+    b = sub.add_parser("merge-baselines", help="fold shards' refreshed baselines into one dir")
+    b.add_argument("--into", type=Path, required=True, help="the checked-out baselines dir")
+    b.add_argument("shards", nargs="+", type=Path, help="each shard's baselines directory")
     args = p.parse_args(argv)
+    if args.cmd == "merge-baselines":
+        try:
+            for line in merge_baseline_updates(args.into, args.shards):
+                print(f"updated {line}")
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         total = int(args.shards or 0)
     except ValueError:
