@@ -19,6 +19,8 @@ from matplotlib.figure import Figure
 DPI = 80
 PANEL_W, PANEL_H = 4.6, 3.2
 MAX_COLS = 3
+# Fixed margins in inches (a layout engine would draw every figure twice: too slow on 2 cores).
+LEFT, RIGHT, TOP, BOTTOM, LEGEND_ROW = 0.75, 0.2, 0.35, 0.6, 0.26
 
 
 def _series_colors(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
@@ -29,15 +31,26 @@ def _series_colors(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
     return {lab: cmap(i % cmap.N) for i, lab in enumerate(sorted(set(labels)))}
 
 
-def _figure(n_panels: int, n_series: int = 0, min_width: float = 0.0) -> tuple[Figure, list]:
+def _figure(
+    n_panels: int, n_series: int = 0, min_width: float = 0.0, extra_bottom: float = 0.0
+) -> tuple[Figure, list]:
     cols = min(MAX_COLS, max(1, n_panels))
     rows = math.ceil(n_panels / cols)
     width = max(PANEL_W * cols, min_width)
     legend_rows = math.ceil(n_series / _legend_cols(width, n_series)) if n_series else 0
-    height = PANEL_H * rows + 0.28 * legend_rows + 0.3
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    bottom = BOTTOM + LEGEND_ROW * legend_rows + extra_bottom
+    height = PANEL_H * rows + bottom
+    fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    fig.subplots_adjust(
+        left=LEFT / width,
+        right=1 - RIGHT / width,
+        top=1 - TOP / height,
+        bottom=(bottom + 0.15) / height,
+        wspace=0.32,
+        hspace=0.55,
+    )
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     return fig, axes[:n_panels]
@@ -63,7 +76,14 @@ def _legend(fig: Figure, colors: dict[str, tuple[float, ...]], kind: str = "line
         for c in colors.values()
     ]
     ncol = _legend_cols(fig.get_figwidth(), len(colors))
-    fig.legend(handles, list(colors), loc="outside lower center", ncol=ncol)
+    fig.legend(
+        handles,
+        list(colors),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=ncol,
+        frameon=False,
+    )
 
 
 def _series(
@@ -131,7 +151,9 @@ def grouped_bars(
     n_x = max(df.groupby(panel)[x].nunique()) if panel else df[x].nunique()
     # one panel of many bars gets the width of a row of panels
     min_width = min(PANEL_W * MAX_COLS, 1.5 + 0.35 * n_x * len(colors)) if len(panels) == 1 else 0
-    fig, axes = _figure(len(panels), len(colors), min_width)
+    longest = max(len(str(v)) for v in df[x].unique())
+    crowded = n_x * longest * 0.085 > max(PANEL_W, min_width) - 0.9
+    fig, axes = _figure(len(panels), len(colors), min_width, 0.07 * longest if crowded else 0.0)
     for ax, p in zip(axes, panels, strict=True):
         part = df if p is None else df[df[panel] == p]
         xs = list(dict.fromkeys(part[x].astype(str)))
@@ -146,7 +168,6 @@ def grouped_bars(
             ax.bar(pos, g["v"], width=width, color=colors[name])
             if marker:
                 ax.plot(pos, g["m"], "k.", ms=6)
-        crowded = sum(len(v) for v in xs) * 0.09 > ax.get_position().width * fig.get_figwidth()
         ax.set_xticks(
             range(len(xs)), xs, rotation=25 if crowded else 0, ha="right" if crowded else "center"
         )
