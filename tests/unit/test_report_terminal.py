@@ -1,0 +1,66 @@
+"""End-of-session output: the compact table and the GitHub job summary."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from specperf import verdict
+from specperf.baselines import load_baselines
+from specperf.report import terminal
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_results"
+MAIN = FIXTURES / "run-main"
+BASELINE = FIXTURES / "baseline-nvidia-l40sx1.json"
+PLANTED = "qwen3-8b/vllm/eagle3/humaneval/c4/greedy"
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return verdict.evaluate_results([MAIN], baselines=load_baselines(BASELINE)).checks
+
+
+def test_summary_table_lists_regressions_first_with_the_contract_columns(checks):
+    text = terminal.summary_table(MAIN, checks, report_paths=["/r/report.md", "/r/report.html"])
+    lines = text.splitlines()
+    assert lines[0].startswith("specperf verdict: 4 fail, 2 xfail")
+    assert lines[1].split() == ["key", "metric", "measured", "baseline", "delta", "verdict"]
+    first = lines[3]
+    assert first.startswith(PLANTED) and first.rstrip().endswith("FAIL")
+    assert "acceptance_rate" in first  # the worst drop (-17.7 %) comes first
+    assert lines[-2:] == ["report: /r/report.md", "report: /r/report.html"]
+    assert not any(line.rstrip().endswith("PASS") for line in lines)
+
+
+def test_summary_table_reads_recorded_verdicts(tmp_path, checks):
+    verdict.write_verdicts(tmp_path / verdict.VERDICTS, checks)
+    text = terminal.summary_table(tmp_path)
+    assert PLANTED in text.splitlines()[3]
+    assert terminal.summary_table(tmp_path / "empty").startswith("specperf verdict: no checks")
+
+
+def test_step_summary_is_appended_only_when_github_asks(tmp_path, checks):
+    target = tmp_path / "summary.md"
+    target.write_text("earlier step\n")
+    env = {terminal.STEP_SUMMARY_ENV: str(target)}
+    assert terminal.write_step_summary(MAIN, checks, report_paths=["r.html"], environ=env) == target
+    text = target.read_text()
+    assert text.startswith("earlier step\n## specperf")
+    assert "| key" in text and PLANTED in text and "Methods by mean speedup" in text
+    assert text.index(PLANTED) < text.index("Methods by mean speedup")
+    assert "Report: `r.html`" in text
+    assert terminal.write_step_summary(MAIN, checks, environ={}) is None
+
+
+def test_session_summary_writes_the_report_and_the_step_summary(tmp_path, checks):
+    results = tmp_path / "results"
+    shutil.copytree(MAIN, results)
+    target = tmp_path / "step.md"
+    text = terminal.session_summary(
+        results, checks, environ={terminal.STEP_SUMMARY_ENV: str(target)}
+    )
+    assert (results / "report" / "report.html").is_file()
+    assert f"report: {results / 'report' / 'report.html'}" in text
+    assert str(results / "report" / "report.md") in target.read_text()
