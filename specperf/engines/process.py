@@ -68,7 +68,9 @@ def wait_http_ok(
     """Poll ``url`` until it answers 2xx (True) or ``timeout`` passes or ``alive()`` turns
     False (False). Connection errors count as "not yet"."""
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=min(5.0, max(interval, 1.0)), headers=dict(headers or {})) as client:
+    with httpx.Client(
+        timeout=min(5.0, max(interval, 1.0)), headers=dict(headers or {}), trust_env=False
+    ) as client:
         while True:
             if alive is not None and not alive():
                 return False
