@@ -30,8 +30,18 @@ from tests.calibration.client import CalibrationClient
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KIND = "calibration"
 _OPTION_KEYS = {
-    "step_ms", "ttft_ms", "speed", "accept_pattern", "accept_prob", "output_tokens",
-    "output_tokens_max", "jitter", "config", "token_ids", "batch_slowdown", "version",
+    "step_ms",
+    "ttft_ms",
+    "speed",
+    "accept_pattern",
+    "accept_prob",
+    "output_tokens",
+    "output_tokens_max",
+    "jitter",
+    "config",
+    "token_ids",
+    "batch_slowdown",
+    "version",
 }
 
 
@@ -89,8 +99,15 @@ class CalibrationEngine(Engine):
 
     def command(self) -> list[str]:
         python = self.spec.python or sys.executable
-        return [python, "-m", "tests.calibration.server", "--port", str(self.port),
-                "--config", json.dumps(self.config, sort_keys=True)]
+        return [
+            python,
+            "-m",
+            "tests.calibration.server",
+            "--port",
+            str(self.port),
+            "--config",
+            json.dumps(self.config, sort_keys=True),
+        ]
 
     def start(self, timeout_s: float) -> None:
         self.port = free_port()
