@@ -153,7 +153,8 @@ def method_label(method: str, k: Any) -> str:
 def flatten(summary: dict[str, Any]) -> dict[str, Any]:
     """One run summary → one flat row (the columns every table and chart reads)."""
     topo = topology(summary)
-    method = str(summary.get("method") or NATIVE)
+    method = str(summary.get("method") or NATIVE)  # the kind (native, eagle3, ...)
+    name = str(summary.get("method_name") or method)  # the suite's name for this config
     k = topo.get("num_speculative_tokens")
     ev = summary.get("evalscope_estimate") or {}
     row: dict[str, Any] = {
@@ -163,7 +164,8 @@ def flatten(summary: dict[str, Any]) -> dict[str, Any]:
         "engine_label": engine_label(summary),
         "engine_version": str(summary.get("engine_version") or "?"),
         "method": method,
-        "method_label": method_label(method, k),
+        "method_name": name,
+        "method_label": method_label(name, k),
         "k": _num(k),
         "topk": _num(topo.get("topk")),
         "draft_tokens": _num(topo.get("num_draft_tokens")),
@@ -299,6 +301,7 @@ def requests_frame(items: Iterable[Item]) -> pd.DataFrame:
         "engine_label",
         "engine_version",
         "method",
+        "method_name",
         "method_label",
         "dataset",
         "concurrency",

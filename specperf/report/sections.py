@@ -516,7 +516,7 @@ def guard_rows(rs: ResultsSet) -> pd.DataFrame:
             source = "report"
             native = r[(r["method"] == NATIVE) & _same(r, row, tables.PAIR)]
             native_recs = by_id[native["item"].iloc[0]].requests if not native.empty else None
-            family = [*tables.CONFIG, "method", "dataset", "k"]
+            family = [*tables.CONFIG, "method_name", "dataset", "k"]
             others = r[_same(r, row, family) & (r["concurrency"] != row["concurrency"])]
             peers = [by_id[x].summary for x in others["item"]]
             temp = (it.summary.get("sampling") or {}).get("temperature")

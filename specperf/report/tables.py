@@ -185,8 +185,8 @@ def engine_comparison(runs: pd.DataFrame) -> pd.DataFrame:
     spec = _spec(df)
     if spec.empty:
         return pd.DataFrame()
-    same = ["model", "method", "dataset", "concurrency", "sampling", "hardware_profile"]
-    n_engines = spec.groupby(same)["engine_name"].transform("nunique")
+    same = ["model", "method_name", "k", "dataset", "concurrency", "sampling", "hardware_profile"]
+    n_engines = spec.groupby(same, dropna=False)["engine_name"].transform("nunique")
     spec = spec[n_engines > 1]
     if spec.empty:
         return pd.DataFrame()

@@ -30,7 +30,7 @@ from specperf.config import DEFAULT_METRICS, ItemKey, parse_rules
 from specperf.metrics import summarize
 from specperf.results import write_json_atomic, write_run
 from specperf.schemas import Counters, RequestRecord
-from specperf.verdict import aggregate
+from specperf.verdict import aggregate, figure
 from specperf.workload import WorkloadResult
 
 HERE = Path(__file__).resolve().parent
@@ -261,34 +261,17 @@ def simulate_item(label: str, method: str, dataset: str, c: int) -> tuple[dict, 
         num_requests=len(recs),
     )
     summary = summarize(result, run_info=run_info(label, method, dataset, c))
-    enrich(summary, label, method, dataset, c, records)
+    enrich(summary, records)
     return summary, recs
 
 
-def enrich(summary: dict, build: str, method: str, dataset: str, c: int, records: list) -> None:
-    """What the suite's plugin adds to a measured summary: item id, baseline key, the
-    fingerprint of everything that makes two runs comparable, and the aggregated figures."""
-    engine, _, _, label = ENGINES[build]
-    key = ItemKey(MODEL_KEY, label, method, dataset, c, SAMPLING["name"])
-    summary["item_id"] = f"{label}-{method}-{dataset}-c{c}"
-    summary["key"] = key.as_str()
-    summary["fingerprint"] = {
-        "engine_label": label,
-        "engine_kind": engine,
-        "model": MODEL,
-        "topology": summary["topology"],
-        "sampling": SAMPLING,
-        "max_tokens": SAMPLING["max_tokens"],
-        "ignore_eos": SAMPLING["ignore_eos"],
-        "thinking": SAMPLING["thinking"],
-        "dataset": dataset,
-        "dataset_version": summary["dataset_version"],
-        "tier": summary["tier"],
-        "concurrency": c,
-        "num_requests": REQUESTS_PER_ITEM,
-        "prefix_cache": "reset",
-    }
+def enrich(summary: dict, records: list) -> None:
+    """What the suite's session adds after measuring (``Session.finalize``): the aggregated
+    figures (a bootstrap interval over requests for one run) and the per-repeat figures."""
     summary["figures"] = aggregate([summary], list(DEFAULT_METRICS), records)
+    summary["repeats"] = [
+        {m: figure(summary, m) for m in summary["figures"]} | {"engine_died": False}
+    ]
 
 
 def _zero(k: int) -> Counters:
@@ -302,31 +285,66 @@ def _zero(k: int) -> Counters:
 
 
 def run_info(build: str, method: str, dataset: str, c: int) -> dict[str, Any]:
-    """What the suite hands ``measure()`` (plus what ``measure()`` derives itself)."""
+    """What the suite's session hands ``measure()`` (``Session.run_info``), plus what
+    ``measure()`` derives itself (dataset version, prefix-cache policy, environment)."""
     engine, version, _, label = ENGINES[build]
     k = METHODS[method][0]
     spec = method != "native"
-    return {
-        "engine": engine,
-        "engine_label": label,
-        "engine_version": version,
+    key = ItemKey(MODEL_KEY, label, method, dataset, c, SAMPLING["name"])
+    topology = {
         "method": method,
         "num_speculative_tokens": k,
-        "topology": {
-            "method": method,
-            "num_speculative_tokens": k,
-            "topk": 1 if spec else None,
-            "num_draft_tokens": k,
-        },
+        "topk": 1 if spec else None,
+        "num_draft_tokens": k,
+        "draft_model": f"{MODEL}-{method}-head" if method in ("eagle3", "dflash") else None,
+        "ngram_min": 2 if method == "ngram" else None,
+        "ngram_max": 4 if method == "ngram" else None,
+    }
+    dataset_version = hashlib.sha256(dataset.encode()).hexdigest()[:16]
+    fingerprint = {
+        "engine_label": label,
+        "engine_kind": engine,
         "model": MODEL,
+        "topology": topology,
+        "server_shape": {"max_num_seqs": 64, "gpu_memory_utilization": 0.85},
+        "sampling": SAMPLING,
+        "max_tokens": SAMPLING["max_tokens"],
+        "ignore_eos": SAMPLING["ignore_eos"],
+        "thinking": SAMPLING["thinking"],
         "dataset": dataset,
-        "dataset_version": hashlib.sha256(dataset.encode()).hexdigest()[:12],
+        "tier": "smoke",
+        "concurrency": c,
+        "num_requests": REQUESTS_PER_ITEM,
+        "prefix_cache": "reset",
+        "dataset_version": dataset_version,
+    }
+    return {
+        "key": key.as_str(),
+        "key_fields": key.to_json(),
+        "item_id": f"{label}-{method}-{dataset}-c{c}",
+        "suite": "fixture-qwen3-8b",
+        "engine": engine,
+        "engine_label": label,
+        "engine_name": label,
+        "engine_version": version,
+        "method": method,
+        "method_name": method,
+        "num_speculative_tokens": k,
+        "topology": topology,
+        "model": MODEL_KEY,
+        "model_path": MODEL,
+        "dataset": dataset,
+        "dataset_version": dataset_version,
         "tier": "smoke",
         "concurrency": c,
         "serial": c == 1,
         "sampling": SAMPLING,
-        "prefix_cache_policy": "reset",
         "hardware_profile": HW,
+        "fingerprint": fingerprint,
+        "worker": "gw0",
+        "repeat": 1,
+        "repeats": 1,
+        "prefix_cache_policy": "reset",
         "environment": _environment(engine, version, label),
     }
 

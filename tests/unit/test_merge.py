@@ -132,17 +132,17 @@ def test_output_must_be_new_or_empty(tmp_path):
         merge([a], tmp_path / "out")
 
 
-def test_merge_command_exit_status_follows_the_verdict(tmp_path, capsys):
+def test_merge_command_prints_the_verdict_and_gates_only_with_check(tmp_path, capsys):
     shards = split(tmp_path)
-    rc = main(
-        ["merge", *map(str, shards), "--out", str(tmp_path / "m"), "--baseline", str(BASELINE)]
-    )
+    args = [*map(str, shards), "--baseline", str(BASELINE)]
+    rc = main(["merge", *args, "--out", str(tmp_path / "m")])
     out = capsys.readouterr()
-    assert rc == 1  # the planted regression
+    assert rc == 0  # merged; gating is `specperf verdict`'s job (the nightly job runs it next)
     assert "merged" in out.out and "qwen3-8b/vllm/eagle3/humaneval/c4/greedy" in out.out
     assert "FAIL" in out.err
-    rc = main(["merge", str(shards[0]), "--out", str(tmp_path / "m2"), "--baseline", str(BASELINE)])
-    assert rc == 0
+    assert main(["merge", *args, "--out", str(tmp_path / "m2"), "--check"]) == 1
+    one = [str(shards[0]), "--baseline", str(BASELINE), "--check"]
+    assert main(["merge", *one, "--out", str(tmp_path / "m3")]) == 0
 
 
 def test_merge_command_bad_input_is_one_line(tmp_path, capsys):
