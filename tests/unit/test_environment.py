@@ -1,0 +1,142 @@
+"""Hardware profile names, environment record, and the NVML summary on synthetic samples (the
+sampler itself only runs on NVIDIA GPUs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specperf import environment as env_mod
+from specperf.environment import (
+    GpuSampler,
+    cpu_slug,
+    decode_throttle,
+    environment_record,
+    gpu_slug,
+    hardware_profile,
+    summarize_samples,
+)
+
+
+def gpu(name: str, index: int = 0, mig: bool = False) -> dict[str, object]:
+    return {"index": index, "name": name, "uuid": f"GPU-{index}", "mig": mig, "driver": "560.1"}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("NVIDIA L40", "nvidia-l40"),
+        ("NVIDIA L40S", "nvidia-l40s"),
+        ("NVIDIA H200", "nvidia-h200"),
+        ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
+        ("NVIDIA H100 NVL", "nvidia-h100-nvl"),
+        ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb"),
+        ("Tesla T4", "nvidia-tesla-t4"),
+    ],
+)
+def test_gpu_slug_keeps_the_full_product_name(name: str, expected: str) -> None:
+    assert gpu_slug(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", "intel-xeon-platinum-8481c"),
+        ("AMD EPYC 9654 96-Core Processor", "amd-epyc-9654"),
+        ("AMD EPYC", "amd-epyc"),
+    ],
+)
+def test_cpu_slug(model: str, expected: str) -> None:
+    assert cpu_slug(model) == expected
+
+
+def test_hardware_profile_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert hardware_profile(gpus=[gpu("NVIDIA L40")]) == "nvidia-l40x1"
+    assert hardware_profile(gpus=[gpu("NVIDIA L40S")]) == "nvidia-l40sx1"
+    assert hardware_profile(gpus=[gpu("NVIDIA H200", 0), gpu("NVIDIA H200", 1)]) == "nvidia-h200x2"
+    assert hardware_profile(gpus=[gpu("NVIDIA A100-SXM4-80GB", mig=True)]) == (
+        "nvidia-a100-sxm4-80gb-migx1"
+    )
+    assert hardware_profile("my-lab-box", gpus=[gpu("NVIDIA L40")]) == "my-lab-box"
+    monkeypatch.setattr(env_mod, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-amd-epyc-9654-2c"
+
+
+def test_environment_record_on_this_machine(tmp_path: Path) -> None:
+    rec = environment_record(repo=Path(__file__).resolve().parents[2])
+    assert rec["hardware_profile"].startswith("cpu-") or rec["hardware_profile"].startswith(
+        "nvidia-"
+    )
+    assert rec["python"] and rec["cpu_model"] and rec["cpu_logical_cores"] >= 1
+    assert rec["specperf_version"]
+    assert rec["suite_git"]["commit"] is None or len(rec["suite_git"]["commit"]) == 40
+    assert environment_record(repo=tmp_path)["suite_git"] == {"commit": None, "dirty": None}
+    assert environment_record(hardware_profile_override="x")["hardware_profile"] == "x"
+
+
+def test_decode_throttle_bits() -> None:
+    assert decode_throttle(0) == []
+    assert decode_throttle(0x1 | 0x4 | 0x40) == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
+
+
+def sample(t: float, index: int, **kw: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "t": t,
+        "index": index,
+        "sm_clock_mhz": 1980,
+        "mem_clock_mhz": 2619,
+        "power_w": 300.0,
+        "temperature_c": 60,
+        "throttle_mask": 0,
+        "memory_used_mib": 1000,
+        "processes": [{"pid": 100, "used_mib": 900, "name": "python"}],
+    }
+    return {**base, **kw}
+
+
+def test_summary_of_synthetic_samples() -> None:
+    samples = [
+        sample(0.0, 0, sm_clock_mhz=1980, power_w=200.0, throttle_mask=0x1),
+        sample(0.5, 0, sm_clock_mhz=1500, power_w=400.0, temperature_c=84, throttle_mask=0x4),
+        sample(1.0, 0, sm_clock_mhz=1740, power_w=300.0, memory_used_mib=5000),
+        sample(
+            1.5,
+            0,
+            throttle_mask=0x4 | 0x20,
+            processes=[
+                {"pid": 100, "used_mib": 900, "name": "python"},
+                {"pid": 777, "used_mib": 2048, "name": "miner"},
+            ],
+        ),
+        sample(0.0, 1, power_w=None, processes=[]),
+    ]
+    s = summarize_samples(samples, allowed_pids={100})
+    g0 = s["gpus"]["0"]
+    assert s["num_samples"] == 5 and g0["num_samples"] == 4
+    assert g0["sm_clock_mhz"] == {"min": 1500.0, "mean": 1800.0, "max": 1980.0}
+    assert g0["power_w"] == {"min": 200.0, "mean": 300.0, "max": 400.0}
+    assert g0["temperature_c"]["max"] == 84.0 and g0["memory_used_mib_max"] == 5000.0
+    assert g0["throttle_fraction"] == {
+        "gpu_idle": 0.25,
+        "sw_power_cap": 0.5,
+        "sw_thermal_slowdown": 0.25,
+    }
+    assert g0["harmful_throttle"] == ["sw_power_cap", "sw_thermal_slowdown"]
+    assert g0["foreign_processes"] == [{"pid": 777, "name": "miner", "mib": 2048.0}]
+    assert "power_w" not in s["gpus"]["1"] and s["gpus"]["1"]["foreign_processes"] == []
+    assert s["harmful_throttle"] == ["sw_power_cap", "sw_thermal_slowdown"]
+    assert [p["pid"] for p in s["foreign_processes"]] == [777]
+    assert any("throttled" in n for n in s["notes"]) and any("pid 777" in n for n in s["notes"])
+    quiet = summarize_samples([sample(0.0, 0, throttle_mask=0x1)], allowed_pids={100})
+    assert quiet["notes"] == [] and quiet["harmful_throttle"] == []
+
+
+def test_sampler_without_nvml_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env_mod, "_nvml", lambda: None)
+    with GpuSampler([0], interval_s=0.01) as sampler:
+        pass
+    summary = sampler.summary()
+    assert summary["num_samples"] == 0
+    assert any("NVML sampling unavailable" in n for n in summary["notes"])
+    assert GpuSampler([]).start().summary()["notes"] == []  # CPU engine: nothing to sample
