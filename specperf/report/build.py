@@ -6,6 +6,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specperf.report import compare, html, markdown, sections
 from specperf.report.load import ResultsSet, load_results, requests_frame
@@ -26,6 +27,7 @@ class ReportPaths:
     charts: Path
     regressions: int
     sections: list[str]
+    checks: list[Any]  # this run's own verdict checks (baseline, recorded or rules)
 
 
 def comparisons(
@@ -117,7 +119,11 @@ def build_report(
             ],
         },
     )
-    return ReportPaths(md_path, html_path, out_dir / CHARTS, regressions, [s.id for s in secs])
+    own = [c for c in cmps if not c.id.startswith("run-")]  # baseline, recorded or rules
+    first = list(own[0].checks) if own else []
+    return ReportPaths(
+        md_path, html_path, out_dir / CHARTS, regressions, [s.id for s in secs], first
+    )
 
 
 def _write(path: Path, text: str) -> None:

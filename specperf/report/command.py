@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=None, help="output directory (default RESULTS_DIR/report)"
     )
     parser.add_argument("--title", default="specperf report", help="report title")
+    parser.add_argument(
+        "--step-summary",
+        action="store_true",
+        help="also append a compact markdown summary to $GITHUB_STEP_SUMMARY (when set)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: {paths.markdown}")
     print(f"report: {paths.html}")
+    if args.step_summary:
+        from specperf.report.terminal import write_step_summary
+
+        written = write_step_summary(
+            args.results[0], paths.checks, report_paths=[paths.markdown, paths.html]
+        )
+        print(f"job summary: {written}" if written else "job summary: $GITHUB_STEP_SUMMARY not set")
     if paths.regressions:
         print(f"{paths.regressions} regressions (listed first in the comparison sections)")
     return 0

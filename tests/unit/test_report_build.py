@@ -153,3 +153,17 @@ def test_report_command_missing_results(tmp_path: Path, capsys):
     rc = main(["report", str(tmp_path / "missing")])
     assert rc == 2
     assert "results directory does not exist" in capsys.readouterr().err
+
+
+def test_report_command_appends_the_job_summary(tmp_path: Path, capsys, monkeypatch):
+    target = tmp_path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    out = tmp_path / "r"
+    rc = main(
+        ["report", str(MAIN), "--baseline", str(BASELINE), "--out", str(out), "--step-summary"]
+    )
+    assert rc == 0
+    text = target.read_text()
+    assert text.startswith("## specperf") and PLANTED in text
+    assert f"Report: `{out / 'report.html'}`" in text
+    assert f"job summary: {target}" in capsys.readouterr().out
