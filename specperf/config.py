@@ -229,9 +229,16 @@ class Item:
     sampling: SamplingParams
     workload: WorkloadSpec
 
+    group_by: str = "engine"
+
     @property
     def group(self) -> str:
-        """xdist group: items of one (model, engine) run back to back on one worker."""
+        """xdist group. Default: items of one (model, engine) run back to back on one worker,
+        native first, so speedups compare runs minutes apart on one GPU. ``group_by = "method"``
+        gives each (model, engine, method) its own worker and engine that stays up (seed 1: one
+        service per GPU, measured one at a time with --one-at-a-time)."""
+        if self.group_by == "method":
+            return f"{self.key.model}:{self.key.engine}:{self.key.method}"
         return f"{self.key.model}:{self.key.engine}"
 
     def fingerprint_base(self) -> dict[str, Any]:
@@ -302,6 +309,7 @@ class Suite:
     known_issues: tuple[KnownIssue, ...]
     settings: tuple[tuple[str, str], ...] = ()
     warmup_requests: int | None = None
+    group_by: str = "engine"
 
     def engine(self, name: str) -> EngineConf:
         for e in self.engines:
@@ -357,6 +365,7 @@ class Suite:
                                         ds_tier,
                                         smp,
                                         wl,
+                                        self.group_by,
                                     )
                                 )
         ids = [i.id for i in out]
@@ -634,6 +643,7 @@ def parse_suite(data: Mapping[str, Any], source: str, overrides: Mapping[str, st
     description = s.get("description", str, default="")
     tier = s.choice("tier", ("smoke", "full"), default="smoke")
     baseline_file = s.get("baseline_file", str)
+    group_by = s.choice("group_by", ("engine", "method"), default="engine")
     s.check_unknown([])
 
     engines = _parse_engines(top.sub("engines", required=True))
@@ -678,6 +688,7 @@ def parse_suite(data: Mapping[str, Any], source: str, overrides: Mapping[str, st
         known_issues=tuple(known),
         settings=tuple(sorted(settings.items())),
         warmup_requests=warmup,
+        group_by=group_by or "engine",
     )
 
 

@@ -39,7 +39,7 @@ class _State:
         self.device_error: str | None = None
         self.hardware_profile: str | None = None
         self.checks: list[vd.Check] = []  # controller: every item's checks
-        self.session_checks: list[vd.Check] = []
+        self.session_failures: list[vd.Check] = []  # rule failures no item reported
         self.perf_items = 0
 
 
@@ -508,8 +508,8 @@ class _Reporter:
         state, config = self.state, self.config
         if state.suite is None or state.results_dir is None or not state.checks:
             return
-        from specperf.baselines import baseline_path
-        from specperf.session import cross_engine_checks
+        from specperf.baselines import baseline_path, write_atomic
+        from specperf.session import merge_rule_checks, session_rule_checks
 
         profile = config.getoption("hardware_profile") or _profile_from_results(state.results_dir)
         bfile = baseline_path(
@@ -517,20 +517,16 @@ class _Reporter:
             state.suite.baseline_file or profile or "unknown",
         )
         try:
-            state.session_checks = cross_engine_checks(state.suite, state.results_dir, bfile)
+            session_checks = session_rule_checks(state.suite, state.results_dir, bfile)
         except SpecperfError as exc:
-            state.session_checks = [
-                vd.Check("session", "cross_engine", "not_evaluated", reason=str(exc))
-            ]
-        checks = state.checks + state.session_checks
+            session_checks = [vd.Check("session", "rules", "not_evaluated", reason=str(exc))]
+        state.checks, state.session_failures = merge_rule_checks(state.checks, session_checks)
         counts: dict[str, int] = {}
-        for c in checks:
+        for c in state.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
-        out = {"counts": counts, "checks": [c.to_json() for c in checks]}
-        from specperf.baselines import write_atomic
-
+        out = {"counts": counts, "checks": [c.to_json() for c in state.checks]}
         write_atomic(state.results_dir / "verdict.json", json.dumps(out, indent=1) + "\n")
-        if any(c.status == "fail" for c in state.session_checks) and session.exitstatus == 0:
+        if state.session_failures and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -539,11 +535,10 @@ class _Reporter:
             return
         tr = terminalreporter
         tr.section("specperf verdict")
-        checks = state.checks + state.session_checks
+        checks = state.checks
         tr.write_line(vd.format_table(checks))
-        for c in state.session_checks:
-            if c.status == "fail":
-                tr.write_line(f"FAIL (session rule) {c.line()}", red=True)
+        for c in state.session_failures:
+            tr.write_line(f"FAIL (judged at the end of the session) {c.line()}", red=True)
         fails = sum(c.status == "fail" for c in checks)
         tr.write_line(f"results: {state.results_dir}  ({fails} failed check(s))")
 

@@ -417,20 +417,39 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def cross_engine_checks(suite: Suite, results_dir: Path, baselines_file: Path) -> list[vd.Check]:
-    """Rules spanning engines, evaluated once every item is done (end of session)."""
+def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -> list[vd.Check]:
+    """Every same-run rule over every item of the run, once all items are done: cross-engine
+    rules, and rules whose inputs were measured on another worker (``group_by = "method"``)."""
     results = vd.load_results([results_dir]) if results_dir.exists() else {}
     rules = list(suite.rules) + list(bl.load_baselines(baselines_file).rules)
-    if not any(r.kind == "cross_engine" for r in rules):
+    if not rules or not results:
         return []
-    return vd.evaluate_rules(
-        rules, results, kinds=("cross_engine",), known_issues=suite.known_issues
-    )
+    return vd.evaluate_rules(rules, results, known_issues=suite.known_issues)
+
+
+def merge_rule_checks(
+    item_checks: list[vd.Check], session_checks: list[vd.Check]
+) -> tuple[list[vd.Check], list[vd.Check]]:
+    """(all checks, newly failed): session-level rule checks replace the item-level ones with the
+    same key and rule; "newly failed" are failures no item reported (they fail the session)."""
+    by = {(c.key, c.rule): c for c in item_checks if c.rule}
+    out = [c for c in item_checks if not c.rule]
+    seen = set()
+    new_fail = []
+    for c in session_checks:
+        before = by.get((c.key, c.rule))
+        seen.add((c.key, c.rule))
+        if c.status == "fail" and (before is None or before.status != "fail"):
+            new_fail.append(c)
+        out.append(c)
+    out += [c for k, c in by.items() if k not in seen]
+    return out, new_fail
 
 
 __all__ = [
     "ItemRun",
     "SessionOptions",
     "SuiteSession",
-    "cross_engine_checks",
+    "merge_rule_checks",
+    "session_rule_checks",
 ]

