@@ -64,3 +64,20 @@ def test_session_summary_writes_the_report_and_the_step_summary(tmp_path, checks
     assert (results / "report" / "report.html").is_file()
     assert f"report: {results / 'report' / 'report.html'}" in text
     assert str(results / "report" / "report.md") in target.read_text()
+
+
+def test_order_is_regressions_worst_first_then_the_verdict_status_order():
+    from specperf.report.compare import ordered
+
+    def check(key, status, **kw):
+        return verdict.Check(key, "m", status, **kw)
+
+    cs = [
+        check("pass", "pass", measured=1.0, baseline=1.0, delta=0.0, direction="higher"),
+        check("stale", "stale"),
+        check("rule", "fail", measured=1.1, baseline=1.3, delta=-0.5, direction="higher", rule="r"),
+        check("small", "fail", measured=0.9, baseline=1.0, delta=-0.1, direction="higher"),
+        check("xfail", "xfail", measured=0.5, baseline=1.0, delta=-0.5, direction="higher"),
+        check("big-lower", "fail", measured=1.3, baseline=1.0, delta=0.3, direction="lower"),
+    ]
+    assert [c.key for c in ordered(cs)] == ["big-lower", "small", "rule", "xfail", "stale", "pass"]
