@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ COUNTER_SETTLE_INTERVAL_S = 0.25
 COUNTER_SETTLE_TRIES = 8
 DEFAULT_TIMEOUT_BASE_S = 30.0
 DEFAULT_TIMEOUT_PER_TOKEN_S = 0.5
+TRANSPORT = os.environ.get("SPECPERF_HTTP_TRANSPORT", "aiohttp")  # "aiohttp" | "httpx"
 
 
 @dataclass
@@ -139,6 +141,20 @@ def order_hash(order: Sequence[str]) -> str:
 def default_request_timeout(sampling: SamplingParams) -> float:
     """Generous: 30 s plus 0.5 s per allowed output token."""
     return DEFAULT_TIMEOUT_BASE_S + DEFAULT_TIMEOUT_PER_TOKEN_S * sampling.max_tokens
+
+
+def _http_client(**kw: Any) -> httpx.AsyncClient:
+    """httpx on aiohttp's transport where installed: the same httpx API and exceptions, with
+    aiohttp's C HTTP parser, which costs the client less CPU per streamed chunk than h11 and so
+    distorts high-rate measurements less (docs/measurement.md has the figures)."""
+    if TRANSPORT == "aiohttp":
+        try:
+            from httpx_aiohttp import HttpxAiohttpClient
+        except ImportError:
+            pass
+        else:
+            return HttpxAiohttpClient(**kw)
+    return httpx.AsyncClient(**kw)
 
 
 def _delta_text(delta: dict[str, Any]) -> tuple[str, str]:
@@ -456,7 +472,7 @@ async def run_workload(
     reset: bool | None = None
     before = after = Counters()
     warm_failed = 0
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as http:
+    async with _http_client(timeout=timeout, limits=limits, trust_env=False) as http:
         runner = _Runner(client, http, sampling, workload, deadline)
 
         # -- warmup: same concurrency and sampling, prompts outside the measured set --------

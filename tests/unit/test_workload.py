@@ -253,17 +253,18 @@ def test_abort_mid_stream_is_a_failed_request(server):
 
 
 def test_item_deadline_ends_the_item_and_counts_unsent(server):
-    server.update(step_interval_s=0.02, output_tokens=20)
+    server.update(step_interval_s=0.02, output_tokens=150)  # 3 s per request
     t = time.perf_counter()
     res = run(
         CalibrationClient(server.url),
         items(20),
+        SamplingParams(max_tokens=400),
         concurrency=2,
         num_requests=20,
         warmup_requests=0,
-        item_deadline_s=1.0,
+        item_deadline_s=2.0,
     )
-    assert time.perf_counter() - t < 4.0
+    assert time.perf_counter() - t < 6.0
     assert res.stop_reason == "item deadline exceeded"
     assert res.not_sent > 0
     assert len(res.records) + res.not_sent == 20
