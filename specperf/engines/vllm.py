@@ -28,6 +28,8 @@ from specperf.schemas import Counters
 KIND = "vllm"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 HTTP_TIMEOUT_S = 10.0
+# /server_info also collects vLLM's system env (pip list, ...): >10 s on 2 busy cores, once
+SERVER_INFO_TIMEOUT_S = 120.0
 # §1.2: this flag removes every vllm:* metric, acceptance included
 FORBIDDEN_ARGS = ("--disable-log-stats",)
 # flags specperf sets itself; passing them again in extra_args would silently override
@@ -343,6 +345,7 @@ class VllmClient(EngineClient):
         super().__init__(base_url, model, api_key)
         self.return_token_ids = return_token_ids
         self._version: str | None = None
+        self._server_config: dict[str, Any] | None = None
 
     def _get(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.get(
@@ -393,7 +396,13 @@ class VllmClient(EngineClient):
     def server_info(self) -> dict[str, Any] | None:
         """``/server_info?config_format=json`` (dev mode only), None when unavailable."""
         try:
-            resp = self._get("/server_info", params={"config_format": "json"})
+            resp = httpx.get(
+                f"{self.base_url}/server_info",
+                params={"config_format": "json"},
+                headers=self.headers(),
+                timeout=SERVER_INFO_TIMEOUT_S,
+                trust_env=False,
+            )
             if resp.status_code != 200:
                 return None
             data = resp.json()
@@ -402,8 +411,14 @@ class VllmClient(EngineClient):
         return data if isinstance(data, dict) else None
 
     def server_config(self) -> dict[str, Any]:
-        info = self.server_info()
-        return summarize_server_info(info) if info else {}
+        """Resolved settings from /server_info, fetched once (the config cannot change; the
+        first call is slow, so VllmEngine makes it before anything is measured)."""
+        if self._server_config is None:
+            info = self.server_info()
+            if info is None:
+                return {}
+            self._server_config = summarize_server_info(info)
+        return self._server_config
 
     def is_alive(self) -> bool:
         try:
@@ -511,6 +526,8 @@ class VllmEngine(Engine):
         )
         self.server.start(f"{self.base_url}/health", timeout_s)
         self._client = VllmClient(self.base_url, self.spec.served_model_name or self.spec.model)
+        if self.spec.option("server_info", True):
+            self._client.server_config()  # slow first call: now, not during a measurement
 
     @property
     def base_url(self) -> str:
