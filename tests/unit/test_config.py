@@ -70,7 +70,10 @@ def test_default_sweep_is_1_4_16_32(tmp_path):
     suite = load_suite(str(write(tmp_path, MINIMAL)))
     pairs = sorted({(i.workload.concurrency, i.workload.num_requests) for i in suite.items()})
     assert pairs == [(1, 32), (4, 80), (16, 160), (32, 320)]
-    assert [i.id for i in suite.items()][:2] == ["vllm-native-mt-bench-c1", "vllm-native-mt-bench-c4"]
+    assert [i.id for i in suite.items()][:2] == [
+        "vllm-native-mt-bench-c1",
+        "vllm-native-mt-bench-c4",
+    ]
     assert suite.items()[0].sampling.max_tokens == 512
 
 
@@ -111,7 +114,9 @@ def test_filters_select_items():
 
 
 def test_settings_expand_and_override(tmp_path):
-    text = MINIMAL.replace('path = "/models/m"', 'path = "${root}/m"') + '\n[settings]\nroot = "/a"\n'
+    text = (
+        MINIMAL.replace('path = "/models/m"', 'path = "${root}/m"') + '\n[settings]\nroot = "/a"\n'
+    )
     p = write(tmp_path, text)
     assert load_suite(str(p)).models[0].path == "/a/m"
     assert load_suite(str(p), {"root": "/b"}).models[0].path == "/b/m"
@@ -122,7 +127,7 @@ def test_settings_expand_and_override(tmp_path):
 def test_dataset_overrides_sweep_and_max_tokens(tmp_path):
     text = MINIMAL.replace(
         "[datasets.mt-bench]\n",
-        '[datasets.zh-long]\nconcurrency = [1, 2]\nrequests = [11]\nmax_tokens = 2048\n',
+        "[datasets.zh-long]\nconcurrency = [1, 2]\nrequests = [11]\nmax_tokens = 2048\n",
     )
     items = load_suite(str(write(tmp_path, text))).items()
     assert {(i.workload.concurrency, i.workload.num_requests) for i in items} == {(1, 11), (2, 11)}
@@ -132,8 +137,17 @@ def test_dataset_overrides_sweep_and_max_tokens(tmp_path):
 def test_fingerprint_covers_what_makes_runs_comparable():
     item = load_suite("cpu-tiny").items()[0]
     fp = item.fingerprint_base()
-    for key in ("engine_label", "topology", "sampling", "max_tokens", "ignore_eos", "thinking",
-                "tier", "num_requests", "dataset"):
+    for key in (
+        "engine_label",
+        "topology",
+        "sampling",
+        "max_tokens",
+        "ignore_eos",
+        "thinking",
+        "tier",
+        "num_requests",
+        "dataset",
+    ):
         assert key in fp
     # what is being tested is NOT in it: the engine build and the calibration dials
     assert "python" not in str(fp) and "options" not in fp
@@ -160,33 +174,53 @@ BAD = [
     ("", "suite: missing (required)"),
     ("[suite]\nname = 1\n", "suite.name: expected a string, got int 1"),
     (MINIMAL + "\n[bogus]\n", "bogus: unknown key"),
-    (MINIMAL.replace('kind = "vllm"', 'kind = "vllm"\ncolour = "red"'), "engines.vllm.colour: unknown key"),
+    (
+        MINIMAL.replace('kind = "vllm"', 'kind = "vllm"\ncolour = "red"'),
+        "engines.vllm.colour: unknown key",
+    ),
     (MINIMAL.replace('draft = "/models/d"\n', ""), "models.m.methods.eagle3.draft: missing"),
-    (MINIMAL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 0"),
-     "models.m.methods.eagle3.num_speculative_tokens: must be >= 1"),
-    (MINIMAL.replace('draft = "/models/d"', 'draft = "/models/d"\nengines = ["sglang"]'),
-     "models.m.methods.eagle3.engines: unknown engine 'sglang'"),
-    (MINIMAL + "[sweep]\nconcurrency = [1, 4]\nrequests = [8, 8, 8]\n",
-     "sweep.requests: 3 counts for 2 concurrencies"),
-    (MINIMAL + "[sweep]\nconcurrency = [8]\nrequests = [4]\n",
-     "sweep.requests: 4 requests is fewer than concurrency 8"),
-    (MINIMAL + "[sampling.hot]\ntemperature = 0.7\n",
-     "sampling.hot.seed: missing: sampling with temperature > 0 needs a fixed seed"),
+    (
+        MINIMAL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 0"),
+        "models.m.methods.eagle3.num_speculative_tokens: must be >= 1",
+    ),
+    (
+        MINIMAL.replace('draft = "/models/d"', 'draft = "/models/d"\nengines = ["sglang"]'),
+        "models.m.methods.eagle3.engines: unknown engine 'sglang'",
+    ),
+    (
+        MINIMAL + "[sweep]\nconcurrency = [1, 4]\nrequests = [8, 8, 8]\n",
+        "sweep.requests: 3 counts for 2 concurrencies",
+    ),
+    (
+        MINIMAL + "[sweep]\nconcurrency = [8]\nrequests = [4]\n",
+        "sweep.requests: 4 requests is fewer than concurrency 8",
+    ),
+    (
+        MINIMAL + "[sampling.hot]\ntemperature = 0.7\n",
+        "sampling.hot.seed: missing: sampling with temperature > 0 needs a fixed seed",
+    ),
     (MINIMAL.replace('path = "/models/m"', 'path = "${nowhere}"'), "unknown setting ${nowhere}"),
     (MINIMAL + '[[rules]]\nkind = "speedup"\nmin = 1.3\n', "rules[0].method: missing"),
-    (MINIMAL + '[[rules]]\nkind = "cross_engine"\nengine = "vllm"\nmin = 0.8\n',
-     "rules[0].reference_engine: missing"),
+    (
+        MINIMAL + '[[rules]]\nkind = "cross_engine"\nengine = "vllm"\nmin = 0.8\n',
+        "rules[0].reference_engine: missing",
+    ),
     (MINIMAL + '[[rules]]\nkind = "floor"\nmetric = "x"\n', "rules[0].min: a rule needs min"),
     (MINIMAL + '[[rules]]\nkind = "speedy"\n', "rules[0].kind: 'speedy' is not one of"),
     (MINIMAL + '[[known_issues]]\nreason = "r"\nlink = "l"\n', "needs an expiry"),
-    (MINIMAL + '[[known_issues]]\nreason = "r"\nlink = "l"\nuntil_date = "soon"\n',
-     "known_issues[0].until_date: expected YYYY-MM-DD"),
-    (MINIMAL + "[metrics.output_throughput_tok_s]\ntolerance = 50\n",
-     "metrics.output_throughput_tok_s.tolerance: 50.0 is not a relative tolerance"),
-    (MINIMAL + "[metrics.my_metric]\ntolerance = 0.1\n",
-     "metrics.my_metric.direction: missing"),
-    (MINIMAL.replace('kind = "vllm"', 'kind = "vllm"\npython = "a"\nimage = "b"'),
-     "engines.vllm.image: give either python or image"),
+    (
+        MINIMAL + '[[known_issues]]\nreason = "r"\nlink = "l"\nuntil_date = "soon"\n',
+        "known_issues[0].until_date: expected YYYY-MM-DD",
+    ),
+    (
+        MINIMAL + "[metrics.output_throughput_tok_s]\ntolerance = 50\n",
+        "metrics.output_throughput_tok_s.tolerance: 50.0 is not a relative tolerance",
+    ),
+    (MINIMAL + "[metrics.my_metric]\ntolerance = 0.1\n", "metrics.my_metric.direction: missing"),
+    (
+        MINIMAL.replace('kind = "vllm"', 'kind = "vllm"\npython = "a"\nimage = "b"'),
+        "engines.vllm.image: give either python or image",
+    ),
 ]
 
 
@@ -208,15 +242,22 @@ def test_invalid_toml_names_the_file(tmp_path):
 
 
 def test_unknown_suite_name_lists_packaged():
-    with pytest.raises(ConfigError, match=r"--suite nope: not a file and not a packaged suite.*cpu-tiny"):
+    with pytest.raises(
+        ConfigError, match=r"--suite nope: not a file and not a packaged suite.*cpu-tiny"
+    ):
         load_suite("nope")
 
 
 def test_parse_suite_direct_dict():
     suite = parse_suite(
-        {"suite": {"name": "x"}, "engines": {"e": {"kind": "calibration"}},
-         "models": {"m": {"path": "p"}}, "datasets": {"mt-bench": {}},
-         "sweep": {"concurrency": [2], "requests": 6}},
-        "<dict>", {},
+        {
+            "suite": {"name": "x"},
+            "engines": {"e": {"kind": "calibration"}},
+            "models": {"m": {"path": "p"}},
+            "datasets": {"mt-bench": {}},
+            "sweep": {"concurrency": [2], "requests": 6},
+        },
+        "<dict>",
+        {},
     )
     assert [(i.workload.concurrency, i.workload.num_requests) for i in suite.items()] == [(2, 6)]

@@ -1,0 +1,303 @@
+"""Baseline files: shape, one-line errors, fingerprints, measured tolerances, and updates that
+merge under a lock and replace the file atomically (N writers lose nothing)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from specperf import baselines as bl
+from specperf.config import DEFAULT_METRICS, ItemKey, load_suite
+from specperf.errors import ConfigError
+
+KEY = ItemKey("m", "vllm", "eagle3", "mt-bench", 4, "greedy")
+FP = {
+    "engine_label": "vllm",
+    "topology": {"method": "eagle3", "num_speculative_tokens": 3},
+    "num_requests": 80,
+    "tier": "full",
+    "dataset_version": "abc",
+}
+
+
+def entry(key: ItemKey = KEY, tok_s: float = 100.0, **prov: object) -> bl.BaselineEntry:
+    figures = {
+        "output_throughput_tok_s": {"value": tok_s, "samples": [tok_s]},
+        "mean_acceptance_length": {"value": 2.5},
+        "acceptance_rate": {"value": 0.5},
+    }
+    return bl.make_entry(
+        key,
+        figures,
+        DEFAULT_METRICS,
+        fingerprint=FP,
+        provenance={"engine_version": "0.32.0", **prov},
+        hardware_profile="hw",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _run_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECPERF_RUN_DIR", str(tmp_path / "run"))
+
+
+def test_round_trip_shape(tmp_path):
+    path = tmp_path / "hw.json"
+    bl.update_baselines(path, [entry()], hardware_profile="hw")
+    data = json.loads(path.read_text())
+    e = data["entries"]["m/vllm/eagle3/mt-bench/c4/greedy"]
+    assert e["metrics"]["output_throughput_tok_s"] == {
+        "value": 100.0,
+        "direction": "higher",
+        "tolerance": 0.05,
+        "tolerance_source": "suite",
+        "hardware_profile": "hw",
+    }
+    assert e["metrics"]["mean_acceptance_length"]["direction"] == "higher"
+    assert e["provenance"]["source"] == "measured"
+    assert e["provenance"]["engine_version"] == "0.32.0"
+    assert e["fingerprint"] == FP and len(e["fingerprint_digest"]) == 16
+    loaded = bl.load_baselines(path)
+    assert loaded.hardware_profile == "hw"
+    assert loaded.get(KEY).metrics["acceptance_rate"].value == 0.5
+
+
+def test_missing_file_is_empty(tmp_path):
+    assert bl.load_baselines(tmp_path / "none.json").entries == {}
+
+
+def test_update_merges_and_keeps_other_entries(tmp_path):
+    path = tmp_path / "hw.json"
+    other = ItemKey("m", "vllm", "native", "mt-bench", 4, "greedy")
+    bl.update_baselines(path, [entry(), entry(other, 50.0)])
+    bl.update_baselines(path, [entry(tok_s=120.0)])
+    loaded = bl.load_baselines(path)
+    assert set(loaded.entries) == {KEY.as_str(), other.as_str()}
+    assert loaded.get(KEY).metrics["output_throughput_tok_s"].value == 120.0
+    assert loaded.get(other).metrics["output_throughput_tok_s"].value == 50.0
+
+
+def _writer(args: tuple[str, str, int]) -> None:
+    path, run_dir, i = args
+    os.environ["SPECPERF_RUN_DIR"] = run_dir
+    for j in range(5):
+        k = ItemKey("m", f"e{i}", "native", "mt-bench", j + 1, "greedy")
+        bl.update_baselines(path, [entry(k, float(i * 10 + j))])
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "hw.json"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        pool.map(_writer, [(str(path), str(tmp_path / "run"), i) for i in range(4)])
+    loaded = bl.load_baselines(path)
+    assert len(loaded.entries) == 20
+    assert not list(tmp_path.glob(".hw.json.*.tmp"))
+
+
+def test_atomic_write_never_leaves_a_partial_file(tmp_path, monkeypatch):
+    path = tmp_path / "hw.json"
+    bl.update_baselines(path, [entry()])
+    before = path.read_text()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        bl.update_baselines(path, [entry(tok_s=1.0)])
+    assert path.read_text() == before
+    assert not list(tmp_path.glob(".hw.json.*"))
+
+
+def test_known_issue_survives_an_update(tmp_path):
+    path = tmp_path / "hw.json"
+    bl.update_baselines(path, [entry()])
+    data = json.loads(path.read_text())
+    data["entries"][KEY.as_str()]["known_issue"] = {
+        "reason": "engine bug",
+        "link": "https://x/1",
+        "until_engine_version": "0.40.0",
+    }
+    path.write_text(json.dumps(data))
+    previous = bl.load_baselines(path).get(KEY)
+    new = bl.make_entry(
+        KEY,
+        {"acceptance_rate": {"value": 0.4}},
+        DEFAULT_METRICS,
+        fingerprint=FP,
+        provenance={},
+        hardware_profile="hw",
+        previous=previous,
+    )
+    bl.update_baselines(path, [new])
+    assert bl.load_baselines(path).get(KEY).known_issue.reason == "engine bug"
+
+
+def test_measured_tolerance_from_repeats():
+    assert bl.measured_tolerance([100.0, 101.0], 0.05) is None  # too few repeats
+    tol, note = bl.measured_tolerance([100.0, 100.0, 100.0], 0.05)
+    assert tol == 0.05 and "CV=0.0000" in note
+    tol, note = bl.measured_tolerance([90.0, 100.0, 110.0], 0.05)
+    assert tol == pytest.approx(0.3, abs=1e-3) and "3 repeats" in note
+
+
+def test_gate_measured_metric_gets_measured_tolerance():
+    pol = {"output_throughput_tok_s": DEFAULT_METRICS["output_throughput_tok_s"]}
+    from specperf.config import MetricPolicy
+
+    pol["output_throughput_tok_s"] = MetricPolicy(
+        "output_throughput_tok_s", "higher", 0.05, "measured", True, True
+    )
+    e = bl.make_entry(
+        KEY,
+        {"output_throughput_tok_s": {"value": 100.0, "samples": [98.0, 100.0, 104.0]}},
+        pol,
+        fingerprint=FP,
+        provenance={},
+        hardware_profile="cpu-x-2c",
+    )
+    m = e.metrics["output_throughput_tok_s"]
+    assert m.tolerance_source == "measured" and m.tolerance > 0.05
+    assert m.samples == [98.0, 100.0, 104.0] and m.hardware_profile == "cpu-x-2c"
+    assert "CV=" in m.tolerance_note
+
+
+def test_fingerprint_diff_names_fields():
+    a = {"sampling": {"temperature": 0.0}, "num_requests": 80}
+    b = {"sampling": {"temperature": 0.6}, "num_requests": 80, "tier": "full"}
+    diffs = bl.fingerprint_diff(a, b)
+    assert diffs == ["sampling.temperature: 0.0 → 0.6", "tier: '<absent>' → 'full'"]
+    assert bl.fingerprint_diff(a, dict(a)) == []
+
+
+def test_baseline_path_is_file_safe(tmp_path):
+    assert bl.baseline_path(tmp_path, "nvidia-l40x1").name == "nvidia-l40x1.json"
+    assert bl.baseline_path(tmp_path, "cpu a/b").name == "cpu-a-b.json"
+
+
+def good_entry_json() -> dict:
+    return entry().to_json()
+
+
+BAD = [
+    ("not json", "not valid JSON"),
+    ([], "<top>: expected a JSON object"),
+    ({"schema": 9}, "schema: unsupported schema 9"),
+    ({"entries": {"a/b": good_entry_json()}}, "entries.a/b: baseline key 'a/b'"),
+    (
+        {"entries": {KEY.as_str(): {**good_entry_json(), "metrics": {}}}},
+        f"entries.{KEY.as_str()}.metrics: missing or empty",
+    ),
+    (
+        {
+            "entries": {
+                KEY.as_str(): {
+                    **good_entry_json(),
+                    "metrics": {"x": {"value": "1", "direction": "higher", "tolerance": 0.1}},
+                }
+            }
+        },
+        f"entries.{KEY.as_str()}.metrics.x.value: expected a number",
+    ),
+    (
+        {
+            "entries": {
+                KEY.as_str(): {
+                    **good_entry_json(),
+                    "metrics": {"x": {"value": 1, "direction": "up", "tolerance": 0.1}},
+                }
+            }
+        },
+        "metrics.x.direction: must be higher, lower or equal",
+    ),
+    (
+        {
+            "entries": {
+                KEY.as_str(): {
+                    **good_entry_json(),
+                    "metrics": {"x": {"value": 1, "direction": "higher", "tolerance": 5e1}},
+                }
+            }
+        },
+        "metrics.x.tolerance: expected a relative tolerance",
+    ),
+    (
+        {
+            "entries": {
+                KEY.as_str(): {
+                    **good_entry_json(),
+                    "metrics": {
+                        "x": {
+                            "value": 1,
+                            "direction": "higher",
+                            "tolerance": 0.1,
+                            "tolerance_source": "measured",
+                        }
+                    },
+                }
+            }
+        },
+        "metrics.x.tolerance_note: a measured tolerance must say how",
+    ),
+    (
+        {"entries": {KEY.as_str(): {**good_entry_json(), "provenance": {"source": "guess"}}}},
+        "provenance.source: must be one of measured, seed-note",
+    ),
+    (
+        {"entries": {KEY.as_str(): {**good_entry_json(), "provenance": {"source": "seed-note"}}}},
+        "provenance.how_measured: seed-note figures must say how",
+    ),
+    (
+        {
+            "entries": {
+                KEY.as_str(): {**good_entry_json(), "known_issue": {"reason": "r", "link": "l"}}
+            }
+        },
+        "known_issue: needs an expiry",
+    ),
+    ({"entries": {}, "rules": [{"kind": "speedup", "min": 1.3}]}, "rules[0].method: missing"),
+    ({"entries": {}, "extra": 1}, "extra: unknown top-level key"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD, ids=[m for _, m in BAD])
+def test_bad_baseline_file_is_one_line_error(tmp_path, data, message):
+    path = tmp_path / "hw.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    with pytest.raises(ConfigError) as exc:
+        bl.load_baselines(path)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(str(path)) and message in msg, msg
+
+
+def test_committed_baseline_files_load():
+    root = Path(__file__).resolve().parents[2] / "baselines"
+    files = sorted(root.glob("*.json"))
+    assert files, "no committed baseline files"
+    for f in files:
+        assert bl.load_baselines(f).entries, f
+
+
+def test_l40_seed_note_entries_match_the_qwen3_8b_suite():
+    """The seed-2 figures must be comparable (not stale) with what the suite measures, or a
+    team with an L40 would only ever see "stale"."""
+    from specperf import datasets
+
+    path = Path(__file__).resolve().parents[2] / "baselines" / "nvidia-l40x1.json"
+    bf = bl.load_baselines(path)
+    suite = load_suite("qwen3-8b")
+    items = {i.key.as_str(): i for i in suite.items()}
+    assert bf.entries
+    for key, e in bf.entries.items():
+        assert e.provenance["source"] == "seed-note"
+        assert "how_measured" in e.provenance
+        item = items[key]
+        fp = item.fingerprint_base()
+        fp["dataset_version"] = datasets.load_dataset(item.key.dataset, tier=item.tier).version
+        assert bl.fingerprint_diff(e.fingerprint, fp) == [], key
+    assert any(r.kind == "speedup" and r.min == 1.3 for r in bf.rules)

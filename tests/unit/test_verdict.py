@@ -1,0 +1,559 @@
+"""The verdict module: comparisons, staleness, drift, quarantine, same-run rules, noise
+intervals, outcomes and the `specperf verdict` command."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from specperf import baselines as bl
+from specperf import verdict as vd
+from specperf.cli import main as cli_main
+from specperf.config import DEFAULT_METRICS, ItemKey, KnownIssue, MetricPolicy, parse_rules
+
+KEY = ItemKey("m", "vllm", "eagle3", "mt-bench", 4, "greedy")
+FP = {"engine_label": "vllm", "num_requests": 16, "tier": "smoke"}
+POL = dict(DEFAULT_METRICS)
+
+
+def summary(
+    key: ItemKey = KEY,
+    tok_s: float = 100.0,
+    mal: float | None = 2.5,
+    rate=0.5,
+    out_tokens: float = 1000.0,
+    version: str = "0.33.0",
+    failed: int = 0,
+    profile: str = "hw",
+    **extra,
+) -> dict:
+    figures = {
+        "output_throughput_tok_s": {
+            "value": tok_s,
+            "interval": [tok_s * 0.97, tok_s * 1.03],
+            "interval_method": "95% bootstrap over 16 requests",
+        },
+        "mean_acceptance_length": {"value": mal},
+        "acceptance_rate": {"value": rate},
+        "output_tokens": {"value": out_tokens},
+        "completed": {"value": 16 - failed},
+    }
+    s = {
+        "key": key.as_str(),
+        "item_id": "x",
+        "engine_version": version,
+        "hardware_profile": profile,
+        "fingerprint": dict(FP),
+        "figures": figures,
+        "completed": 16 - failed,
+        "failed": failed,
+        "output_throughput_tok_s": tok_s,
+        "mean_acceptance_length": mal,
+        "acceptance_rate": rate,
+        "output_tokens": out_tokens,
+        "concurrency": key.concurrency,
+        "method": key.method,
+        "sampling": {"name": "greedy", "temperature": 0.0},
+    }
+    s.update(extra)
+    return s
+
+
+def base_entry(
+    tok_s=100.0,
+    mal=2.5,
+    rate=0.5,
+    out_tokens=1000.0,
+    version="0.32.0",
+    fp=None,
+    known=None,
+    profile="hw",
+) -> bl.BaselineEntry:
+    figs = {
+        "output_throughput_tok_s": {"value": tok_s},
+        "mean_acceptance_length": {"value": mal},
+        "acceptance_rate": {"value": rate},
+        "output_tokens": {"value": out_tokens},
+        "completed": {"value": 16},
+    }
+    e = bl.make_entry(
+        KEY,
+        figs,
+        POL,
+        fingerprint=fp or dict(FP),
+        provenance={"engine_version": version},
+        hardware_profile=profile,
+    )
+    e.known_issue = known
+    return e
+
+
+def by_metric(checks):
+    return {c.metric: c for c in checks}
+
+
+# --------------------------------------------------------------------------- compare
+@pytest.mark.parametrize(
+    ("measured", "direction", "regressed"),
+    [
+        (95.0, "higher", True),
+        (95.1, "higher", False),
+        (105.0, "lower", True),
+        (104.9, "lower", False),
+        (105.0, "equal", True),
+        (95.0, "equal", True),
+        (100.0, "equal", False),
+        (200.0, "higher", False),
+    ],
+)
+def test_compare_tolerance_is_the_smallest_change_that_counts(measured, direction, regressed):
+    assert vd.compare(measured, 100.0, direction, 0.05)[0] is regressed
+
+
+def test_compare_zero_tolerance_and_zero_baseline():
+    assert vd.compare(15.0, 16.0, "higher", 0.0)[0] is True
+    assert vd.compare(16.0, 16.0, "higher", 0.0)[0] is False
+    assert vd.compare(0.0, 0.0, "equal", 0.05)[0] is False
+    assert vd.compare(1.0, 0.0, "lower", 0.05)[0] is True
+
+
+# --------------------------------------------------------------------------- item checks
+def test_all_within_tolerance_passes():
+    checks = vd.evaluate_item(vd.ItemResult(summary()), base_entry(), POL, hardware_profile="hw")
+    gated = [c for c in checks if c.gated]
+    assert gated and all(c.status == "pass" for c in gated), [c.line() for c in checks]
+    assert vd.outcome(checks).status == "pass"
+
+
+def test_failure_message_names_everything():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(tok_s=89.0)), base_entry(), POL, hardware_profile="hw"
+    )
+    c = by_metric(checks)["output_throughput_tok_s"]
+    assert c.status == "fail"
+    line = c.line()
+    for part in (
+        "m/vllm/eagle3/mt-bench/c4/greedy",
+        "output_throughput_tok_s",
+        "89.0",
+        "baseline 100.0",
+        "-11.0%",
+        "tolerance -5.0%",
+        "interval 86.3–91.7",
+        "95% bootstrap over 16 requests",
+        "engine 0.33.0 (baseline 0.32.0)",
+    ):
+        assert part in line, (part, line)
+    out = vd.outcome(checks)
+    assert out.status == "fail" and line in out.lines
+
+
+def test_mal_drop_of_five_percent_fails():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=2.375)), base_entry(), POL, hardware_profile="hw"
+    )
+    assert by_metric(checks)["mean_acceptance_length"].status == "fail"
+
+
+def test_missing_and_stale_baselines():
+    res = vd.ItemResult(summary())
+    missing = vd.evaluate_item(res, None, POL)
+    assert [c.status for c in missing if c.metric == "baseline"] == ["missing"]
+    out = vd.outcome(missing, update_command="pytest -m perf -k x --update-baselines=missing")
+    assert out.status == "skip" and "create it with: pytest -m perf" in out.lines[-1]
+    assert vd.outcome(missing, strict=True).status == "fail"
+
+    stale = vd.evaluate_item(res, base_entry(fp={**FP, "num_requests": 80}), POL)
+    c = by_metric(stale)["baseline"]
+    assert c.status == "stale" and "num_requests: 80 → 16" in c.reason
+    assert "output_throughput_tok_s" not in by_metric(stale)  # never compared
+    assert vd.outcome(stale).status == "skip"
+    assert vd.outcome(stale, strict=True).status == "fail"
+
+
+def test_failed_requests_and_dead_engine_fail_without_baseline():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(failed=2, errors=["p1#1: HTTP 500"])), None, POL
+    )
+    c = by_metric(checks)["failed_requests"]
+    assert c.status == "fail" and "2 of 16 requests failed" in c.reason and "HTTP 500" in c.reason
+    assert vd.outcome(checks).status == "fail"
+    allowed = vd.run_checks(vd.ItemResult(summary(failed=2)), max_failed_fraction=0.2)
+    assert by_metric(allowed)["failed_requests"].status == "pass"
+    died = vd.run_checks(vd.ItemResult(summary(engine_died=True)))
+    assert by_metric(died)["engine"].status == "fail"
+
+
+def test_output_length_drift_blocks_throughput_comparison():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(tok_s=50.0, out_tokens=800.0)),
+        base_entry(),
+        POL,
+        hardware_profile="hw",
+    )
+    c = by_metric(checks)["output_throughput_tok_s"]
+    assert c.status == "not_evaluated"
+    assert "output length drifted -20.0%" in c.reason and "throughput not compared" in c.reason
+    # with the default policy output length is reported, not gated
+    assert by_metric(checks)["output_tokens"].status == "info"
+    gated = dict(POL)
+    gated["output_tokens"] = MetricPolicy("output_tokens", "equal", 0.02, "always")
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(out_tokens=800.0)), base_entry(), gated, hardware_profile="hw"
+    )
+    assert by_metric(checks)["output_tokens"].status == "fail"
+
+
+def test_hardware_bound_metric_not_compared_on_other_hardware():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(tok_s=10.0, profile="other")),
+        base_entry(),
+        POL,
+        hardware_profile="other",
+    )
+    c = by_metric(checks)["output_throughput_tok_s"]
+    assert c.status == "not_evaluated" and "baseline measured on hw, this is other" in c.reason
+    assert by_metric(checks)["mean_acceptance_length"].status == "pass"
+
+
+def test_measured_gate_only_with_a_measured_tolerance():
+    pol = dict(POL)
+    pol["output_throughput_tok_s"] = MetricPolicy(
+        "output_throughput_tok_s", "higher", 0.05, "measured", True, True
+    )
+    entry = base_entry()
+    checks = vd.evaluate_item(vd.ItemResult(summary(tok_s=80.0)), entry, pol, hardware_profile="hw")
+    c = by_metric(checks)["output_throughput_tok_s"]
+    assert c.status == "info" and "no tolerance measured" in c.reason
+    entry.metrics["output_throughput_tok_s"].tolerance_source = "measured"
+    entry.metrics["output_throughput_tok_s"].tolerance = 0.15
+    checks = vd.evaluate_item(vd.ItemResult(summary(tok_s=80.0)), entry, pol, hardware_profile="hw")
+    assert by_metric(checks)["output_throughput_tok_s"].status == "fail"
+    checks = vd.evaluate_item(vd.ItemResult(summary(tok_s=90.0)), entry, pol, hardware_profile="hw")
+    assert by_metric(checks)["output_throughput_tok_s"].status == "pass"
+
+
+def test_gated_metric_missing_in_the_run_fails():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=None, rate=None)), base_entry(), POL, hardware_profile="hw"
+    )
+    c = by_metric(checks)["mean_acceptance_length"]
+    assert c.status == "fail" and "not measured in this run" in c.reason
+
+
+# --------------------------------------------------------------------------- quarantine
+ISSUE = KnownIssue(
+    reason="dflash collapses", link="https://x/issues/1", until_engine_version="0.34.0"
+)
+
+
+def test_quarantine_turns_failure_into_expected_failure():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=1.0)), base_entry(known=ISSUE), POL, hardware_profile="hw"
+    )
+    c = by_metric(checks)["mean_acceptance_length"]
+    assert c.status == "xfail" and "dflash collapses (https://x/issues/1)" in c.reason
+    assert vd.outcome(checks).status == "xfail"
+
+
+def test_quarantine_expires_with_engine_version_and_date():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=1.0, version="0.34.1")),
+        base_entry(known=ISSUE),
+        POL,
+        hardware_profile="hw",
+    )
+    c = by_metric(checks)["mean_acceptance_length"]
+    assert c.status == "fail" and "quarantine expired: engine 0.34.1 >= 0.34.0" in c.reason
+    dated = KnownIssue(reason="r", link="l", until_date="2026-01-01", match=(("concurrency", 4),))
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=1.0)),
+        base_entry(),
+        POL,
+        hardware_profile="hw",
+        known_issues=[dated],
+        today=dt.date(2025, 12, 31),
+    )
+    assert by_metric(checks)["mean_acceptance_length"].status == "xfail"
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=1.0)),
+        base_entry(),
+        POL,
+        hardware_profile="hw",
+        known_issues=[dated],
+        today=dt.date(2026, 1, 1),
+    )
+    assert "expired on 2026-01-01" in by_metric(checks)["mean_acceptance_length"].reason
+    other = KnownIssue(reason="r", link="l", until_date="2099-01-01", match=(("concurrency", 16),))
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(mal=1.0)),
+        base_entry(),
+        POL,
+        hardware_profile="hw",
+        known_issues=[other],
+    )
+    assert by_metric(checks)["mean_acceptance_length"].status == "fail"  # does not match c4
+
+
+# --------------------------------------------------------------------------- rules
+def results(*summaries: dict) -> dict[str, vd.ItemResult]:
+    return {s["key"]: vd.ItemResult(s) for s in summaries}
+
+
+def rules(*tables: dict):
+    return list(parse_rules(list(tables), "<test>", engine_names=None))
+
+
+def test_speedup_rule():
+    native = summary(KEY.native(), tok_s=40.0, mal=None)
+    r = rules({"kind": "speedup", "method": "eagle3", "min": 1.3, "id": "s"})
+    ok = vd.evaluate_rules(r, results(native, summary(tok_s=60.0)))
+    assert [(c.status, round(c.measured, 2)) for c in ok] == [("pass", 1.5)]
+    bad = vd.evaluate_rules(r, results(native, summary(tok_s=50.0)))
+    assert bad[0].status == "fail" and "speedup vs native" in bad[0].line()
+    missing = vd.evaluate_rules(r, results(summary(tok_s=60.0)))
+    assert missing[0].status == "not_evaluated" and "native" in missing[0].reason
+    failed_native = vd.evaluate_rules(r, results(summary(KEY.native(), failed=1), summary()))
+    assert failed_native[0].status == "not_evaluated"
+    nothing = vd.evaluate_rules(r, {})
+    assert nothing[0].status == "not_evaluated" and "no measured item" in nothing[0].reason
+
+
+def test_cross_engine_rule():
+    sk = ItemKey("m", "sglang", "eagle3", "mt-bench", 4, "greedy")
+    r = rules(
+        {
+            "kind": "cross_engine",
+            "metric": "speedup",
+            "engine": "vllm",
+            "reference_engine": "sglang",
+            "method": "eagle3",
+            "min": 0.8,
+            "id": "x",
+        }
+    )
+    res = results(
+        summary(KEY.native(), tok_s=40.0),
+        summary(tok_s=50.0),
+        summary(sk.native(), tok_s=40.0),
+        summary(sk, tok_s=80.0),
+    )
+    c = vd.evaluate_rules(r, res)[0]
+    assert c.status == "fail" and c.measured == pytest.approx(0.625)
+    res.pop(sk.as_str())
+    assert vd.evaluate_rules(r, res)[0].status == "not_evaluated"
+
+
+def test_floor_rule_and_rule_quarantine():
+    r = rules(
+        {
+            "kind": "floor",
+            "metric": "mean_acceptance_length",
+            "method": "eagle3",
+            "min": 3.99,
+            "id": "f",
+            "known_issue": {"reason": "r", "link": "l", "until_date": "2099-01-01"},
+        }
+    )
+    c = vd.evaluate_rules(r, results(summary(mal=2.0)))[0]
+    assert c.status == "xfail"
+    r = rules(
+        {
+            "kind": "floor",
+            "metric": "mean_acceptance_length",
+            "method": "eagle3",
+            "min": 3.99,
+            "id": "f",
+        }
+    )
+    assert vd.evaluate_rules(r, results(summary(mal=4.0)))[0].status == "pass"
+    assert vd.evaluate_rules(r, results(summary(mal=None)))[0].status == "not_evaluated"
+
+
+def _reqs(path: Path, texts: list[str]) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps(
+            {
+                "prompt_id": f"p{i}",
+                "turn": 1,
+                "text": t,
+                "output_tokens": 8,
+                "e2e_s": 1.0,
+                "ttft_s": 0.1,
+            }
+        )
+        for i, t in enumerate(texts)
+    ]
+    (path / "requests.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_guards_greedy_match_and_degenerate(tmp_path):
+    native_dir, spec_dir = tmp_path / "n", tmp_path / "s"
+    _reqs(native_dir, ["alpha beta", "gamma delta", "eps zeta", "eta theta"])
+    _reqs(spec_dir, ["alpha beta", "gamma delta", "x" * 200, "eta theta"])
+    res = {
+        KEY.native().as_str(): vd.ItemResult(summary(KEY.native()), native_dir),
+        KEY.as_str(): vd.ItemResult(summary(), spec_dir),
+    }
+    r = rules(
+        {"kind": "guard", "guard": "greedy_match", "method": "eagle3", "min": 0.8, "id": "g"},
+        {"kind": "guard", "guard": "degenerate", "method": "eagle3", "id": "d"},
+    )
+    g, d = vd.evaluate_rules(r, res)
+    assert g.status == "fail" and g.measured == 0.75
+    assert d.status == "fail" and "x" in d.reason
+
+
+def test_mal_collapse_guard():
+    r = rules({"kind": "guard", "guard": "mal_collapse", "method": "eagle3", "id": "c"})
+    c1 = ItemKey("m", "vllm", "eagle3", "mt-bench", 1, "greedy")
+    c16 = ItemKey("m", "vllm", "eagle3", "mt-bench", 16, "greedy")
+    res = results(summary(c1, mal=3.0), summary(mal=1.02), summary(c16, mal=2.9))
+    out = {c.key: c for c in vd.evaluate_rules(r, res)}
+    assert out[KEY.as_str()].status == "fail"
+    assert out[c1.as_str()].status == "pass"
+
+
+# --------------------------------------------------------------------------- noise
+def test_aggregate_median_of_repeats_with_interval():
+    runs = [
+        {"output_throughput_tok_s": v, "ttft_ms": {"p50": t}}
+        for v, t in [(100.0, 10.0), (90.0, 12.0), (104.0, 11.0)]
+    ]
+    figs = vd.aggregate(runs, ["output_throughput_tok_s", "ttft_ms.p50", "acceptance_rate"])
+    f = figs["output_throughput_tok_s"]
+    assert f["value"] == 100.0 and f["interval"] == [90.0, 104.0]
+    assert f["samples"] == [100.0, 90.0, 104.0] and "median" in f["interval_method"]
+    assert figs["ttft_ms.p50"]["value"] == 11.0
+    assert figs["acceptance_rate"] == {"value": None}
+
+
+def test_bootstrap_interval_is_deterministic_and_brackets_the_value():
+    reqs = [
+        {"output_tokens": 60 + (i % 7), "e2e_s": 1.0 + (i % 5) * 0.05, "ttft_s": 0.1}
+        for i in range(40)
+    ]
+    figs = vd.aggregate(
+        [{"output_throughput_tok_s": 200.0, "ttft_ms": {"p50": 100.0}}],
+        ["output_throughput_tok_s", "ttft_ms.p50"],
+        reqs,
+    )
+    lo, hi = figs["output_throughput_tok_s"]["interval"]
+    assert lo < 200.0 < hi and hi / lo < 1.2
+    again = vd.aggregate([{"output_throughput_tok_s": 200.0}], ["output_throughput_tok_s"], reqs)
+    assert again["output_throughput_tok_s"]["interval"] == [lo, hi]
+    assert figs["ttft_ms.p50"]["interval"] == [100.0, 100.0]
+
+
+# --------------------------------------------------------------------------- CLI
+def _write_results(root: Path, items: list[dict], snapshot: dict | None = None) -> None:
+    for s in items:
+        d = root / s["key"].replace("/", "_")
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps(s))
+    if snapshot is not None:
+        (root / "suite.json").write_text(json.dumps(snapshot))
+
+
+def test_cli_verdict_exit_codes(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECPERF_RUN_DIR", str(tmp_path / "run"))
+    res = tmp_path / "res"
+    _write_results(
+        res,
+        [summary(KEY.native(), tok_s=40.0), summary(tok_s=89.0)],
+        {
+            "metrics": {k: v.to_json() for k, v in POL.items()},
+            "rules": [
+                {
+                    "id": "s",
+                    "kind": "speedup",
+                    "match": {"method": "eagle3"},
+                    "min": 1.3,
+                    "metric": "output_throughput_tok_s",
+                }
+            ],
+            "known_issues": [],
+            "baseline_file": "hw",
+            "hardware_profile": "hw",
+        },
+    )
+    bdir = tmp_path / "baselines"
+    bl.update_baselines(bl.baseline_path(bdir, "hw"), [base_entry()])
+    rc = cli_main(
+        [
+            "verdict",
+            str(res),
+            "--baselines-dir",
+            str(bdir),
+            "--all",
+            "--json",
+            str(tmp_path / "v.json"),
+        ]
+    )
+    out = capsys.readouterr()
+    assert rc == 1
+    assert "output_throughput_tok_s" in out.out and "FAIL" in out.out
+    assert "rule:s speedup vs native" in out.out
+    assert "FAIL m/vllm/eagle3/mt-bench/c4/greedy: output_throughput_tok_s" in out.err
+    data = json.loads((tmp_path / "v.json").read_text())
+    assert data["counts"]["fail"] >= 1
+    # the native item has no baseline: missing is a failure only when strict
+    rc = cli_main(
+        [
+            "verdict",
+            str(res / "m_vllm_native_mt-bench_c4_greedy"),
+            "--baselines-dir",
+            str(bdir),
+            "--hardware-profile",
+            "hw",
+        ]
+    )
+    assert rc == 0
+    rc = cli_main(
+        [
+            "verdict",
+            str(res / "m_vllm_native_mt-bench_c4_greedy"),
+            "--baselines-dir",
+            str(bdir),
+            "--hardware-profile",
+            "hw",
+            "--strict-baselines",
+        ]
+    )
+    assert rc == 1
+
+
+def test_cli_verdict_on_report_fixtures():
+    """The report helper's committed results (two runs, a planted regression) judged by the
+    same module the reports use."""
+    root = Path(__file__).resolve().parents[1] / "fixtures_results"
+    run = root / "run-main"
+    if not (run / "suite.json").exists():
+        pytest.skip("report fixtures not present")
+    v = vd.evaluate_results([run], baselines_dir=root / "baselines")
+    assert v.checks
+    assert {c.status for c in v.checks} <= {
+        "pass",
+        "fail",
+        "xfail",
+        "stale",
+        "missing",
+        "not_evaluated",
+        "info",
+    }
+
+
+def test_table_orders_failures_first():
+    checks = [
+        vd.Check("b", "m", "pass", measured=1.0, baseline=1.0, delta=0.0),
+        vd.Check("a", "m", "fail", measured=0.5, baseline=1.0, delta=-0.5),
+    ]
+    table = vd.format_table(checks)
+    lines = table.splitlines()
+    assert lines[0].split() == ["key", "metric", "measured", "baseline", "delta", "verdict"]
+    assert lines[2].split()[-1] == "FAIL" and lines[3].split()[-1] == "PASS"
+    assert "-50.0%" in lines[2]
