@@ -1,0 +1,151 @@
+"""Release watch end to end, no network: `specperf watch run` with a fake version list runs the
+real plugin twice (pinned and candidate) on two calibration-engine "releases". A release dialled
+10% slower fails the watch and is named; an unchanged one passes.
+
+This module is also loaded into those pytest runs (``-p``) to register the engine kind below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from specperf.cli import main
+from specperf.engines import register
+from specperf.engines.base import Devices, EngineRecord, EngineSpec
+from tests.calibration.engine import CalibrationEngine
+
+KIND = "calibration-release"
+ROOT = Path(__file__).resolve().parents[2]
+# release -> speed factor (0.9: every delay / 0.9, i.e. about 10 % fewer tokens per second)
+SPEEDS = "1.0:1.0,1.0.1:1.0,1.1:0.9"
+
+SUITE = """
+[settings]
+calib_version = "1.0"
+
+[suite]
+name = "watch-calibration"
+tier = "smoke"
+
+[engines.calib]
+kind = "calibration-release"
+label = "calib"
+env = {{ SPECPERF_RELEASE = "${{calib_version}}" }}
+options = {{ step_ms = 20, ttft_ms = 20, output_tokens = 16, release_speeds = "{speeds}" }}
+
+[models.calib-model]
+path = "calibration-model"
+
+[models.calib-model.methods.ngram]
+num_speculative_tokens = 3
+options = {{ accept_pattern = "2,3,1" }}
+
+[datasets.mt-bench]
+concurrency = [1]
+requests = [4]
+
+[output]
+max_tokens = 16
+
+[sampling.greedy]
+temperature = 0
+
+[workload]
+warmup_requests = 1
+"""
+
+
+class ReleaseCalibrationEngine(CalibrationEngine):
+    """The calibration engine whose release (SPECPERF_RELEASE, from the suite's version
+    setting) picks its speed from ``release_speeds`` and is reported as its version."""
+
+    def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
+        opts = dict(spec.options)
+        table = dict(p.split(":") for p in str(opts.pop("release_speeds")).split(","))
+        release = dict(spec.env)["SPECPERF_RELEASE"]
+        opts["speed"] = float(opts.get("speed", 1.0)) * float(table[release])
+        opts["config"] = json.dumps({"version": release})
+        spec = dataclasses.replace(spec, options=tuple(sorted(opts.items())))
+        super().__init__(spec, devices, log_dir)
+
+    def record(self) -> EngineRecord:
+        return dataclasses.replace(super().record(), kind=KIND)
+
+
+register(KIND, f"{__name__}:ReleaseCalibrationEngine")
+
+
+def watch(tmp_path: Path, versions: list[str]) -> tuple[int, dict]:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SUITE.format(speeds=SPEEDS))
+    vfile = tmp_path / "versions.json"
+    vfile.write_text(json.dumps({"calibration": versions}))
+    out = tmp_path / "watch"
+    rc = main(
+        [
+            "watch",
+            "run",
+            "--suite",
+            str(suite),
+            "--engine",
+            "calib",
+            "--package",
+            "calibration",
+            "--version-setting",
+            "calib_version",
+            "--versions-file",
+            str(vfile),
+            "--results-dir",
+            str(out),
+            "--no-report",
+            "--",
+            "-p",
+            "tests.unit.test_release_watch_e2e",
+            "tests/perf",
+            "-q",
+            "--repeat",
+            "3",  # the verdict takes the median: one scheduling stall on a busy host is ignored
+        ]
+    )
+    return rc, json.loads((out / "watch.json").read_text())["results"][0]
+
+
+@pytest.fixture(autouse=True)
+def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
+
+
+def test_a_release_10_percent_slower_fails_and_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1.2rc1 is a pre-release: not watched; 1.1 is the newest release and 10 % slower.
+    rc, res = watch(tmp_path, ["0.9", "1.0", "1.1", "1.2rc1"])
+    assert rc == 1
+    assert (res["pinned"], res["candidate"], res["status"]) == ("1.0", "1.1", "regression")
+    assert "REGRESSION in calibration 1.1" in res["message"]
+    assert "specperf watch: REGRESSION in calibration 1.1" in capsys.readouterr().err
+    tok = [f for f in res["failures"] if "output_throughput_tok_s" in f]
+    assert len(tok) == 2, res["failures"]  # native and ngram
+    assert all("engine 1.1 (baseline 1.0)" in f for f in tok)
+    assert not [f for f in res["failures"] if "mean_acceptance_length" in f]  # MAL unchanged
+    pinned = json.loads(next(Path(res["pinned_dir"]).glob("*ngram*/summary.json")).read_text())
+    cand = json.loads(next(Path(res["candidate_dir"]).glob("*ngram*/summary.json")).read_text())
+    assert (pinned["engine_version"], cand["engine_version"]) == ("1.0", "1.1")
+    drop = 1 - cand["output_throughput_tok_s"] / pinned["output_throughput_tok_s"]
+    assert 0.05 < drop < 0.2, drop
+
+
+def test_an_unchanged_release_passes(tmp_path: Path) -> None:
+    rc, res = watch(tmp_path, ["1.0", "1.0.1"])
+    assert (rc, res["status"], res["candidate"]) == (0, "pass", "1.0.1"), res["failures"]
+    assert res["counts"]["pass"] > 0
