@@ -51,7 +51,7 @@ RULES: list[tuple[str, Formatter]] = [
     (r"^tolerance$", pct),
     (r"^(measured|baseline|other|bound)$", _num(".4g")),
     (r"MAL|L est|evalscope L|tokens/chunk|tok/chunk", two),
-    (r"tok/s|\(ms\)|TTFT|TPOT|ITL|E2E|duration", one),
+    (r"tok/s|\(ms\)|\(s\)|TTFT|TPOT|ITL|E2E|duration", one),
     (
         r"^(c|rank|items|requests|pairs|completed|failed|output tokens|k|topk|draft tokens)$",
         integer,

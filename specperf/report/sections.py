@@ -8,6 +8,7 @@ vanishing, so a reader can tell "not measured" from "forgotten".
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,7 +358,8 @@ def environment(rs: ResultsSet) -> Section:
                 "items": len(g),
                 "hardware profile": ", ".join(sorted(g["hardware_profile"].unique())),
                 "startup (s)": _first(eng, "startup_s"),
-                "suite commit": _first(env, "suite_commit") or summ.get("suite_commit"),
+                "suite commit": _first(_first(env, "suite_git"), "commit")
+                or _first(env, "suite_commit"),
             }
         )
         envs[name] = env
@@ -375,8 +377,8 @@ def environment(rs: ResultsSet) -> Section:
         s.note("Recorded environment: the items carry no environment record.", "missing")
     tele = []
     for it in rs.items:
-        f = _flatten(it.summary.get("environment") or {}, skip=("engine",))
-        vals = {k: f[k] for k in _telemetry_keys({"x": f})}
+        f = _flatten(_telemetry_sources(it.summary), skip=("engine",))
+        vals = _compact_telemetry({_short(k): f[k] for k in _telemetry_keys({"x": f})})
         if vals:
             tele.append({"item": it.id, **vals})
     s.table(
@@ -400,6 +402,49 @@ def environment(rs: ResultsSet) -> Section:
         drop_constant=(),
     )
     return s
+
+
+def _short(key: str) -> str:
+    """``environment.gpu_telemetry.gpus.0.sm_clock_mhz.mean`` → ``gpu0 sm_clock_mhz.mean``."""
+    for prefix in ("environment.", "gpu_telemetry.", "gpu_samples."):
+        key = key.removeprefix(prefix)
+    return re.sub(r"^gpus\.(\d+)\.", r"gpu\1 ", key)
+
+
+_STAT = re.compile(r"^(?P<gpu>gpu\d+ )?(?P<name>[a-z_]+)\.(?P<stat>min|mean|max)$")
+_FRACTION = re.compile(r"^(?P<gpu>gpu\d+ )?throttle_fraction\.(?P<reason>.+)$")
+
+
+def _compact_telemetry(vals: dict[str, str]) -> dict[str, str]:
+    """min/mean/max triples → one ``min / mean / max`` cell; throttle fractions → one cell."""
+    out: dict[str, str] = {}
+    triples: dict[str, dict[str, str]] = {}
+    throttles: dict[str, list[str]] = {}
+    for k, v in vals.items():
+        if m := _STAT.match(k):
+            triples.setdefault(f"{m['gpu'] or ''}{m['name']} (min/mean/max)", {})[m["stat"]] = v
+        elif m := _FRACTION.match(k):
+            pct = f"{100 * float(v):.0f}%" if v.replace(".", "", 1).isdigit() else v
+            throttles.setdefault(f"{m['gpu'] or ''}throttle (share of samples)", []).append(
+                f"{m['reason']} {pct}"
+            )
+        else:
+            out[k] = v
+    for k, t in triples.items():
+        out[k] = " / ".join(t.get(s, "—") for s in ("min", "mean", "max"))
+    for k, parts in throttles.items():
+        out[k] = ", ".join(parts)
+    return dict(sorted(out.items()))
+
+
+def _telemetry_sources(summary: dict[str, Any]) -> dict[str, Any]:
+    """Where GPU samples may be recorded: the environment, or a top-level gpu/nvml block."""
+    env = {k: v for k, v in (summary.get("environment") or {}).items() if k != "engine"}
+    out: dict[str, Any] = {"environment": env}
+    for k, v in summary.items():
+        if isinstance(v, dict) and any(w in k.lower() for w in ("gpu", "nvml", "telemetry")):
+            out[k] = v
+    return out
 
 
 TELEMETRY_WORDS = ("clock", "temp", "power", "throttl", "thermal", "foreign", "fan", "util")

@@ -137,29 +137,59 @@ def _steps(rng: np.random.Generator, probs: list[float], n: int) -> list[int]:
 
 
 def _environment(engine: str, version: str, label: str) -> dict[str, Any]:
+    """``specperf.environment.environment_record`` + the NVML sampler's per-run summary
+    (``summarize_samples``) + the engine record, as one GPU box would record them. SGLang's
+    GPU ran warm: a thermal slowdown shows in its telemetry."""
+    hot = engine == "sglang"
+    throttle = {"gpu_idle": 0.02, "sw_thermal_slowdown": 0.31} if hot else {"gpu_idle": 0.02}
     return {
         "hardware_profile": HW,
+        "hardware_profile_overridden": False,
+        "specperf_version": "0.1.0",
+        "suite_git": {"commit": "3f2c1ab9d0e4", "dirty": False},
+        "python": "3.11.9",
+        "os": "Linux-6.8.0-x86_64-with-glibc2.39",
+        "cpu_model": "AMD EPYC 9354 32-Core Processor",
+        "cpu_logical_cores": 64,
+        "memory_total_gib": 503.7,
         "gpus": [
             {
                 "index": 0,
                 "name": "NVIDIA L40S",
-                "driver": "570.124.06",
-                "memory_total_mb": 46068,
                 "uuid": "GPU-5f1c0000-0000-4000-8000-000000000000",
+                "memory_total_mib": 46068,
+                "mig": False,
+                "driver": "570.124.06",
             }
         ],
-        "gpu_samples": {
-            "sm_clock_mhz": {"min": 2490, "mean": 2505.0, "max": 2520},
-            "temperature_c": {"min": 41, "mean": 55.5, "max": 63},
-            "power_w": {"min": 92.0, "mean": 251.4, "max": 318.9},
-            "throttle_reasons": [] if engine == "vllm" else ["sw_thermal_slowdown"],
-            "foreign_processes": 0,
+        "gpu_driver": "570.124.06",
+        "gpu_telemetry": {
+            "num_samples": 24,
+            "gpus": {
+                "0": {
+                    "num_samples": 24,
+                    "sm_clock_mhz": {
+                        "min": 2235.0 if hot else 2490.0,
+                        "mean": 2460.5,
+                        "max": 2520.0,
+                    },
+                    "mem_clock_mhz": {"min": 9001.0, "mean": 9001.0, "max": 9001.0},
+                    "power_w": {"min": 92.0, "mean": 251.4, "max": 318.9},
+                    "temperature_c": {
+                        "min": 41.0,
+                        "mean": 71.5 if hot else 55.5,
+                        "max": 84.0 if hot else 63.0,
+                    },
+                    "memory_used_mib_max": 41230.0,
+                    "throttle_fraction": throttle,
+                    "harmful_throttle": ["sw_thermal_slowdown"] if hot else [],
+                    "foreign_processes": [],
+                }
+            },
+            "harmful_throttle": ["sw_thermal_slowdown"] if hot else [],
+            "foreign_processes": [],
+            "notes": ["GPU throttled during the run: sw_thermal_slowdown"] if hot else [],
         },
-        "cpu": {"model": "AMD EPYC 9354 32-Core Processor", "cores": 64},
-        "python": "3.11.9",
-        "specperf_version": "0.1.0",
-        "suite": "qwen3-8b",
-        "suite_commit": "3f2c1ab",
         "engine": {
             "kind": engine,
             "label": label,
