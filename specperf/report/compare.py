@@ -138,7 +138,13 @@ def against_baseline(dirs: Sequence[Path], baseline: Path) -> Comparison:
     """Every item against a baseline file, plus the suite's same-run rules."""
     if not baseline.is_file():
         raise ConfigError(f"--baseline {baseline}: no such file")
-    v = verdict.evaluate_results(list(dirs), baselines=load_baselines(baseline))
+    bf = load_baselines(baseline)  # a malformed file is the user's error: it propagates
+    try:
+        v = verdict.evaluate_results(list(dirs), baselines=bf)
+    except ConfigError as exc:  # e.g. `specperf bench` summaries: no suite keys to judge
+        return Comparison(
+            f"Comparison with baseline {baseline.name}", str(baseline), [], [str(exc)]
+        )
     return Comparison(
         f"Comparison with baseline {baseline.name}",
         str(baseline),
