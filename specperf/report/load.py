@@ -213,8 +213,10 @@ class Item:
     def id(self) -> str:
         return self.path.name
 
-    @cached_property
+    @property
     def requests(self) -> list[dict[str, Any]]:
+        """Read on every access: a nightly set holds hundreds of MB of records, so nothing
+        keeps them all in memory at once."""
         f = self.path / REQUESTS
         return read_jsonl(f) if f.exists() else []
 
@@ -294,8 +296,24 @@ def find_verdict_files(root: Path) -> list[Path]:
     return [root / n for n in VERDICT_FILE_NAMES if (root / n).is_file()]
 
 
+# Per-request fields the report tables use (token ids, texts and chunk lists stay on disk).
+REQUEST_FIELDS = (
+    "index",
+    "prompt_id",
+    "category",
+    "turn",
+    "output_tokens",
+    "prompt_tokens",
+    "ttft_s",
+    "e2e_s",
+    "finish_reason",
+    "error",
+)
+
+
 def requests_frame(items: Iterable[Item]) -> pd.DataFrame:
-    """Per-request rows of several items, tagged with the item's grouping columns."""
+    """Per-request rows of several items (the fields of :data:`REQUEST_FIELDS` plus
+    ``chunks``, the number of content chunks), tagged with the item's grouping columns."""
     tags = (
         "model",
         "engine_label",
@@ -308,19 +326,21 @@ def requests_frame(items: Iterable[Item]) -> pd.DataFrame:
         "sampling",
         "hardware_profile",
     )
-    frames = []
+    rows: list[dict[str, Any]] = []
     for it in items:
-        if not it.requests:
+        reqs = it.requests
+        if not reqs:
             continue
         row = flatten(it.summary)
-        df = pd.DataFrame(it.requests)
-        for col in tags:
-            df[col] = row[col]
-        df["item"] = it.id
-        frames.append(df)
-    if not frames:
+        tag = {col: row[col] for col in tags}
+        for r in reqs:
+            rec = {f: r.get(f) for f in REQUEST_FIELDS}
+            chunks = r.get("chunk_times_s")
+            rec["chunks"] = len(chunks) if isinstance(chunks, list) else 0
+            rows.append({**rec, **tag, "item": it.id})
+    if not rows:
         return pd.DataFrame()
-    out = pd.concat(frames, ignore_index=True)
+    out = pd.DataFrame(rows)
     label, version = out["engine_label"].astype(str), out["engine_version"].astype(str)
     same = [v in ("?", "") or v in lab for lab, v in zip(label, version, strict=True)]
     out["engine_name"] = np.where(same, label, label + " " + version)

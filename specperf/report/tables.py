@@ -269,7 +269,7 @@ def request_rows(
         return reqs
     meta = meta or {}
     df = reqs[reqs["error"].isna()].copy() if "error" in reqs.columns else reqs.copy()
-    chunks = df["chunk_times_s"].map(lambda v: len(v) if isinstance(v, list) else 0)
+    chunks = df["chunks"]
     toks = pd.to_numeric(df["output_tokens"], errors="coerce")
     df["L_est"] = (toks - 1) / (chunks - 1).where(chunks > 1)
     e2e = pd.to_numeric(df["e2e_s"], errors="coerce") if "e2e_s" in df else np.nan
