@@ -405,7 +405,9 @@ def build_run(name: str, plan: list[tuple[str, str, str]]) -> None:
 
 
 # Same-run rules of the fixture suite: EAGLE3 ≥ 1.3× native; vLLM's EAGLE3 speedup ≥ 0.8 ×
-# SGLang's; DFlash MAL ≥ 1.5, quarantined at c=4 (seed 1's engine bug) until vLLM 0.34.
+# SGLang's; the greedy-match and MAL-collapse guards; DFlash MAL ≥ 1.5. Everything of DFlash at
+# c=4 is quarantined (seed 1's engine bug) until vLLM 0.34: expected failures, still listed.
+SPEC_METHODS = ["eagle3", "ngram", "dflash"]
 RULES = [
     {
         "id": "eagle3-speedup",
@@ -423,6 +425,8 @@ RULES = [
         "reference_engine": "sglang",
         "min": 0.8,
     },
+    {"id": "greedy-match", "kind": "guard", "guard": "greedy_match", "method": SPEC_METHODS},
+    {"id": "no-mal-collapse", "kind": "guard", "guard": "mal_collapse", "method": SPEC_METHODS},
     {
         "id": "dflash-mal-floor",
         "kind": "floor",
