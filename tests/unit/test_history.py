@@ -246,3 +246,16 @@ def test_plugin_written_results_one_bad_night_then_drift(tmp_path: Path) -> None
     assert ("qwen3-8b/vllm/eagle3/humaneval/c4/greedy", "mean_acceptance_length") in keys
     assert all("/sglang/" not in k for k, _ in keys)  # no sglang history: not judged
     assert any("/sglang/" in f.key for f in second.insufficient)
+
+
+def test_wired_into_the_specperf_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specperf.cli import main
+
+    res = write_results(tmp_path / "r", [summary(100.0)])
+    assert main(["history", "add", str(res), "--store", str(tmp_path / "s")]) == 0
+    assert main(["history", "check", str(res), "--store", str(tmp_path / "s")]) == 0
+    assert "not evaluated (too little history)" in capsys.readouterr().out
+    assert main(["history", "check", str(tmp_path / "nope"), "--store", "x"]) == 2
+    assert "does not exist" in capsys.readouterr().err

