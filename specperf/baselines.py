@@ -367,9 +367,10 @@ def write_atomic(path: Path, text: str) -> None:
 def lock_for(path: Path) -> FileLock:
     """A lock beside nothing the user commits: under the runtime dir, keyed by the file's
     absolute path (every xdist worker of a run is on this host)."""
+    from specperf.engines.process import runtime_dir
+
     digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
-    folder = Path(os.environ.get("SPECPERF_RUN_DIR") or Path.home() / ".cache/specperf/run")
-    folder = folder / "locks"
+    folder = runtime_dir() / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     return FileLock(str(folder / f"baseline-{digest}.lock"), timeout=300)
 

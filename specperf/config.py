@@ -535,8 +535,28 @@ def _server(r: _Reader) -> tuple[tuple[str, Any], ...]:
 
 
 def _pairs(r: _Reader, key: str) -> tuple[tuple[str, Any], ...]:
+    """A free-form table (engine/method options) with ${settings} expanded in its strings."""
     table = r.get(key, dict, default={})
-    return tuple(sorted((str(k), v) for k, v in table.items()))
+
+    def expand(k: str, v: Any) -> Any:
+        if isinstance(v, str):
+            return r.expand(f"{key}.{k}", v)
+        if isinstance(v, list):
+            return [expand(k, x) for x in v]
+        if isinstance(v, dict):
+            return {a: expand(f"{k}.{a}", b) for a, b in v.items()}
+        return v
+
+    return tuple(sorted((str(k), _freeze(expand(str(k), v))) for k, v in table.items()))
+
+
+def _freeze(v: Any) -> Any:
+    """Hashable form (EngineSpec is frozen and hashed by the engine pool)."""
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
 
 
 def _known_issue(r: _Reader) -> KnownIssue:

@@ -34,6 +34,7 @@ class _State:
     def __init__(self) -> None:
         self.suite: Suite | None = None
         self.suite_error: str | None = None
+        self.filters: Filters = Filters()
         self.results_dir: Path | None = None
         self.devices: Devices | None = None
         self.device_error: str | None = None
@@ -184,7 +185,10 @@ def pytest_configure(config: pytest.Config) -> None:
         state = config.stash[_STATE] = _State()
     try:
         state.suite = _load_suite_from(config.option)
+        state.filters = _filters(config)
     except SpecperfError as exc:
+        if _explicit_suite(config):
+            raise pytest.UsageError(f"specperf: {exc}") from None
         state.suite_error = str(exc)
     if state.devices is None and state.device_error is None:
         _assign(config, state, config.option)
@@ -194,6 +198,20 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         state.results_dir = _results_dir(config)
         config.pluginmanager.register(_Reporter(config, state), "specperf-reporter")
+
+
+def _explicit_suite(config: pytest.Config) -> bool:
+    """Options naming the suite or its items were given: their errors are usage errors."""
+    o = config.option
+    return bool(
+        o.suite != DEFAULT_SUITE
+        or o.setting
+        or any(
+            getattr(o, f"specperf_{n}")
+            for n in ("engine", "method", "dataset", "concurrency", "model", "sampling")
+        )
+        or o.markexpr
+    )
 
 
 def _results_dir(config: pytest.Config) -> Path:
@@ -249,7 +267,7 @@ def _filters(config: pytest.Config) -> Filters:
     try:
         concurrency = tuple(int(c) for c in conc)
     except ValueError:
-        raise pytest.UsageError(f"--concurrency {','.join(conc)}: expected integers") from None
+        raise SpecperfError(f"--concurrency {','.join(conc)}: expected integers") from None
     return Filters(
         engine=many("engine"),
         method=many("method"),
@@ -268,7 +286,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"specperf: {state.suite_error}")
     assert state.suite is not None
     try:
-        items = state.suite.items(_filters(metafunc.config), tier=metafunc.config.getoption("tier"))
+        items = state.suite.items(state.filters, tier=metafunc.config.getoption("tier"))
     except SpecperfError as exc:
         raise pytest.UsageError(f"specperf: {exc}") from None
     params = [
@@ -282,9 +300,11 @@ def _perf_requested(config: pytest.Config) -> bool:
     """Perf items start engines: they run with ``-m ...`` or when a perf path is named."""
     if config.option.markexpr:
         return True
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return False  # testpaths or the current directory: not an explicit request
     for arg in config.args:
         path = Path(arg.split("::")[0])
-        if "perf" in path.parts or path.name.startswith("test_perf"):
+        if "perf" in path.parts or (path.suffix == ".py" and path.name.startswith("test_perf")):
             return True
     return False
 

@@ -278,7 +278,9 @@ def read_start_log(path: Path) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- one at a time
 def runtime_dir() -> Path:
-    return Path(os.environ.get("SPECPERF_RUN_DIR") or Path.home() / ".cache" / "specperf" / "run")
+    from specperf.engines.process import runtime_dir as engines_runtime_dir
+
+    return engines_runtime_dir()
 
 
 @contextlib.contextmanager

@@ -148,6 +148,7 @@ class SuiteSession:
             info = self.run_info(item, fingerprint, k)
             self.progress_line(f"{item.id}: repeat {k}/{self.opts.repeat} started")
             with one_at_a_time(self.opts.one_at_a_time):
+                started = time.time()
                 summary = measure_run(
                     engine.client(),
                     dataset,
@@ -159,6 +160,7 @@ class SuiteSession:
                     environment=environment,
                     progress=self._progress(item, k),
                 )
+                summary["wall_clock"] = {"started": started, "finished": time.time()}
             if k > 1:
                 os.replace(out / vd.SUMMARY, out / REPEAT_SUMMARY)
             return summary
@@ -237,7 +239,8 @@ class SuiteSession:
         summary = dict(summaries[0])
         summary["figures"] = figures
         summary["repeats"] = [
-            {m: vd.figure(s, m) for m in figures} | {"engine_died": bool(s.get("engine_died"))}
+            {m: vd.figure(s, m) for m in figures}
+            | {"engine_died": bool(s.get("engine_died")), "wall_clock": s.get("wall_clock")}
             for s in summaries
         ]
         if len(summaries) > 1:

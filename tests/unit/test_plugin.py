@@ -1,0 +1,435 @@
+"""The pytest plugin end to end with pytester and the calibration engine (real server processes
+on loopback, started through the same engine pool the GPU suites use): options, ids, ordering,
+missing/strict/stale baselines, updates (also with 2 xdist workers), devices per worker, engine
+starts per spec per worker, repeats, one-at-a-time, cross-engine rules and benchmark JSON."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from specperf.plugin import group_scope
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[2]
+MATRIX = (REPO / "tests" / "perf" / "test_matrix.py").read_text()
+
+SUITE = """
+[suite]
+name = "cal"
+baseline_file = "cal"
+
+[settings]
+speed = "1.0"
+max_tokens = "24"
+
+[engines.cal]
+kind = "calibration"
+startup_timeout_s = 60
+options = { step_ms = 3, ttft_ms = 5, output_tokens = 24, speed = "${speed}" }
+
+[models.m]
+path = "calibration-model"
+
+[models.m.methods.eagle3]
+draft = "calibration-draft"
+num_speculative_tokens = 3
+options = { accept_pattern = "3,2,1" }
+
+[datasets.mt-bench]
+
+[sweep]
+concurrency = [1, 2]
+requests = [4, 4]
+
+[output]
+max_tokens = 24
+
+[workload]
+warmup_requests = 1
+
+[metrics.output_throughput_tok_s]
+gate = "never"
+
+[[rules]]
+id = "eagle3-faster"
+kind = "speedup"
+method = "eagle3"
+min = 1.2
+"""
+
+TWO_ENGINES = (
+    SUITE
+    + """
+[engines.cal2]
+kind = "calibration"
+startup_timeout_s = 60
+options = { step_ms = 3, ttft_ms = 5, output_tokens = 24 }
+"""
+)
+
+
+@pytest.fixture
+def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("SPECPERF_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pytester.makeconftest(
+        "from tests.calibration.engine import register_calibration\nregister_calibration()\n"
+    )
+    pytester.makefile(".toml", suite=SUITE, two=TWO_ENGINES)
+    pytester.makepyfile(test_perf_matrix=MATRIX)
+    return pytester
+
+
+def run(pt: pytest.Pytester, *args: str, suite: str = "suite.toml") -> pytest.RunResult:
+    return pt.runpytest_subprocess(
+        "-m",
+        "perf",
+        "--suite",
+        suite,
+        "-p",
+        "no:cacheprovider",
+        "-rsxX",
+        "--benchmark-disable",
+        *args,
+        timeout=600,
+    )
+
+
+def baseline(pt: pytest.Pytester) -> dict:
+    return json.loads((pt.path / "baselines" / "cal.json").read_text())["entries"]
+
+
+def starts(results: Path) -> list[dict]:
+    lines = (results / "engine-starts.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["event"] == "start"]
+
+
+def test_collect_ids_order_and_filters(perf):
+    r = perf.runpytest_subprocess("-m", "perf", "--suite", "suite.toml", "--collect-only", "-q")
+    ids = [line.split("[", 1)[1].rstrip("]") for line in r.outlines if "::test_item[" in line]
+    assert ids == [
+        "cal-native-mt-bench-c1",
+        "cal-native-mt-bench-c2",
+        "cal-eagle3-mt-bench-c1",
+        "cal-eagle3-mt-bench-c2",
+    ]
+    r = perf.runpytest_subprocess(
+        "-m",
+        "perf",
+        "--suite",
+        "two.toml",
+        "--collect-only",
+        "-q",
+        "--method",
+        "eagle3",
+        "--concurrency",
+        "2",
+    )
+    ids = [line.split("[", 1)[1].rstrip("]") for line in r.outlines if "::test_item[" in line]
+    assert ids == ["cal-eagle3-mt-bench-c2", "cal2-eagle3-mt-bench-c2"]
+
+
+def test_bad_options_and_files_are_one_line_errors(perf):
+    r = perf.runpytest_subprocess("-m", "perf", "--suite", "suite.toml", "--concurrency", "x")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--concurrency x: expected integers*"])
+    perf.makefile(".toml", broken="[suite]\nname = 3\n")
+    r = perf.runpytest_subprocess("-m", "perf", "--suite", "broken.toml")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*broken.toml: suite.name: expected a string, got int 3*"])
+    r = perf.runpytest_subprocess("-m", "perf", "--suite", "suite.toml", "--setting", "nope=1")
+    r.stderr.fnmatch_lines(["*--setting nope: *has no such setting*"])
+
+
+def test_perf_items_need_m_perf(perf):
+    r = perf.runpytest_subprocess("-p", "no:cacheprovider", "--suite", "suite.toml")
+    r.stdout.fnmatch_lines(["*4 deselected*"])
+    assert r.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_missing_strict_update_then_pass(perf):
+    res = perf.path / "r1"
+    r = run(perf, "--results-dir", str(res))
+    r.assert_outcomes(skipped=4)
+    r.stdout.fnmatch_lines(
+        [
+            "*specperf verdict*",
+            "*baseline: missing: no baseline entry for this key*",
+            "*create it with: pytest -m perf --suite suite.toml -k cal-native-mt-bench-c1 "
+            "--update-baselines=missing*",
+        ]
+    )
+    r = run(perf, "--results-dir", str(perf.path / "r2"), "--strict-baselines")
+    r.assert_outcomes(failed=4)
+
+    r = run(perf, "--results-dir", str(perf.path / "r3"), "--update-baselines")
+    r.assert_outcomes(passed=4)
+    entries = baseline(perf)
+    assert sorted(entries) == sorted(
+        f"m/cal/{m}/mt-bench/c{c}/greedy" for m in ("native", "eagle3") for c in (1, 2)
+    )
+    e = entries["m/cal/eagle3/mt-bench/c2/greedy"]
+    assert e["metrics"]["mean_acceptance_length"]["value"] > 2.0
+    assert e["provenance"]["source"] == "measured" and e["fingerprint"]["num_requests"] == 4
+
+    res = perf.path / "r4"
+    r = run(perf, "--results-dir", str(res), "--strict-baselines")
+    r.assert_outcomes(passed=4)
+    r.stdout.fnmatch_lines(
+        [
+            "*m/cal/eagle3/mt-bench/c2/greedy*mean_acceptance_length*PASS*",
+            "*rule:eagle3-faster speedup vs native*PASS*",
+        ]
+    )
+    summary = json.loads((res / "cal-eagle3-mt-bench-c2" / "summary.json").read_text())
+    assert summary["key"] == "m/cal/eagle3/mt-bench/c2/greedy"
+    assert summary["figures"]["output_throughput_tok_s"]["interval"]
+    verdict = json.loads((res / "verdict.json").read_text())
+    assert verdict["counts"]["pass"] > 0 and "fail" not in verdict["counts"]
+    # one engine start per spec (native, eagle3) for the whole session
+    assert Counter(s["method"] for s in starts(res)) == {"native": 1, "eagle3": 1}
+
+
+def test_regression_fails_with_a_full_message(perf):
+    run(
+        perf,
+        "--results-dir",
+        str(perf.path / "r1"),
+        "--update-baselines",
+        "--method",
+        "eagle3",
+        "--concurrency",
+        "2",
+    )
+    perf.makefile(".toml", slow=SUITE.replace('accept_pattern = "3,2,1"', 'accept_pattern = "1"'))
+    r = run(
+        perf,
+        "--results-dir",
+        str(perf.path / "r2"),
+        "--method",
+        "eagle3",
+        "--concurrency",
+        "2",
+        suite="slow.toml",
+    )
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(
+        [
+            "*m/cal/eagle3/mt-bench/c2/greedy: mean_acceptance_length; * vs baseline * "
+            "(-*%, tolerance -5.0%)*engine 0.0.0+calibration (baseline 0.0.0+calibration)*[FAIL]*",
+        ]
+    )
+
+
+def test_stale_fingerprint_is_reported_not_compared(perf):
+    run(
+        perf,
+        "--results-dir",
+        str(perf.path / "r1"),
+        "--update-baselines",
+        "--method",
+        "native",
+        "--concurrency",
+        "1",
+    )
+    perf.makefile(".toml", changed=SUITE.replace("max_tokens = 24", "max_tokens = 20"))
+    r = run(
+        perf,
+        "--results-dir",
+        str(perf.path / "r2"),
+        "--method",
+        "native",
+        "--concurrency",
+        "1",
+        suite="changed.toml",
+    )
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(
+        ["*baseline: stale: fingerprint differs (*max_tokens: 24 → 20*not compared*"]
+    )
+
+
+def test_update_missing_and_failed_modes(perf):
+    run(perf, "--results-dir", str(perf.path / "r1"), "--update-baselines", "--concurrency", "1")
+    before = baseline(perf)
+    assert len(before) == 2
+    run(perf, "--results-dir", str(perf.path / "r2"), "--update-baselines=missing")
+    after = baseline(perf)
+    assert len(after) == 4
+    for k, v in before.items():
+        assert after[k] == v  # existing entries untouched
+    perf.makefile(".toml", slow=SUITE.replace('accept_pattern = "3,2,1"', 'accept_pattern = "1"'))
+    r = run(
+        perf, "--results-dir", str(perf.path / "r3"), "--update-baselines=failed", suite="slow.toml"
+    )
+    r.assert_outcomes(passed=4)
+    final = baseline(perf)
+    changed = {k for k in final if final[k] != after[k]}
+    assert changed == {"m/cal/eagle3/mt-bench/c1/greedy", "m/cal/eagle3/mt-bench/c2/greedy"}
+
+
+def test_two_workers_disjoint_devices_one_start_per_spec_and_merge(perf):
+    res = perf.path / "r1"
+    r = run(perf, "-n", "2", "--results-dir", str(res), "--update-baselines", suite="two.toml")
+    r.assert_outcomes(passed=8)
+    assert len(baseline(perf)) == 8  # both workers' entries kept
+    rows = starts(res)
+    by_worker: dict[str, list[dict]] = {}
+    for s in rows:
+        by_worker.setdefault(s["worker"], []).append(s)
+    assert sorted(by_worker) == ["gw0", "gw1"]
+    cpus = [set(v[0]["devices"]["cpus"]) for v in by_worker.values()]
+    assert cpus[0] and cpus[1] and not cpus[0] & cpus[1]
+    for v in by_worker.values():
+        digests = [s["spec_digest"] for s in v]
+        assert len(digests) == len(set(digests)) == 2  # one start per spec on this worker
+        assert len({s["label"] for s in v}) == 1  # a (model, engine) group stays on one worker
+        assert [s["method"] for s in v] == ["native", "eagle3"]  # native first
+
+
+def test_gpus_are_pinned_per_worker_before_tests_run(perf, monkeypatch):
+    """Each worker's own process sees only its GPU (set before any test module is imported),
+    and its engines get the same CUDA_VISIBLE_DEVICES."""
+    perf.makepyfile(
+        test_env="""
+        import os, pathlib
+        SEEN_AT_IMPORT = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+        def test_env():
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "master")
+            out = pathlib.Path(os.environ["ENV_OUT"]) / worker
+            out.write_text(SEEN_AT_IMPORT)
+    """
+    )
+    out = perf.path / "env"
+    out.mkdir()
+    monkeypatch.setenv("ENV_OUT", str(out))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")  # indexed into, never replaced
+    perf.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        "--dist",
+        "each",
+        "test_env.py",
+        "--suite",
+        "suite.toml",
+    )
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"gw0": "4", "gw1": "5"}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    res = perf.path / "r1"
+    run(
+        perf,
+        "-n",
+        "2",
+        "--gpus",
+        "6,7",
+        "--results-dir",
+        str(res),
+        "--method",
+        "native",
+        suite="two.toml",
+    )
+    assert sorted(s["devices"]["gpus"][0] for s in starts(res)) == ["6", "7"]
+    r = run(perf, "-n", "2", "--gpus", "6", "--method", "native", suite="two.toml")
+    r.stdout.fnmatch_lines(["*2 worker(s) x 1 GPU(s) per engine need 2 GPUs, only 1 visible*"])
+
+
+def test_repeat_takes_the_median(perf):
+    res = perf.path / "r1"
+    r = run(
+        perf, "--results-dir", str(res), "--repeat", "3", "--method", "eagle3", "--concurrency", "2"
+    )
+    r.assert_outcomes(skipped=1)
+    item = res / "cal-eagle3-mt-bench-c2"
+    summary = json.loads((item / "summary.json").read_text())
+    fig = summary["figures"]["output_throughput_tok_s"]
+    assert len(fig["samples"]) == 3 and fig["value"] == sorted(fig["samples"])[1]
+    assert fig["interval"] == [min(fig["samples"]), max(fig["samples"])]
+    assert (item / "repeat-2" / "summary.repeat.json").exists()
+    assert (item / "repeat-3" / "requests.jsonl").exists()
+    assert not (item / "repeat-2" / "summary.json").exists()
+    assert len(starts(res)) == 1  # the engine stays up across repeats
+
+
+def test_one_at_a_time_never_overlaps_measurements(perf):
+    res = perf.path / "r1"
+    run(perf, "-n", "2", "--one-at-a-time", "--results-dir", str(res), suite="two.toml")
+    spans = []
+    for s in res.glob("*/summary.json"):
+        wc = json.loads(s.read_text())["wall_clock"]
+        spans.append((wc["started"], wc["finished"]))
+    spans.sort()
+    assert len(spans) == 8
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_cross_engine_rule_judged_at_session_end(perf):
+    perf.makefile(
+        ".toml",
+        xe=TWO_ENGINES.replace(
+            '[engines.cal2]\nkind = "calibration"\nstartup_timeout_s = 60\n'
+            "options = { step_ms = 3, ttft_ms = 5, output_tokens = 24 }",
+            '[engines.cal2]\nkind = "calibration"\nstartup_timeout_s = 60\n'
+            "options = { step_ms = 3, ttft_ms = 5, output_tokens = 24, "
+            "config = '{\"accept_pattern\": [1]}' }",
+        )
+        + textwrap.dedent("""
+        [[rules]]
+        id = "cal-vs-cal2"
+        kind = "cross_engine"
+        metric = "mean_acceptance_length"
+        engine = "cal2"
+        reference_engine = "cal"
+        method = "eagle3"
+        min = 0.9
+    """),
+    )
+    res = perf.path / "r1"
+    r = run(perf, "--results-dir", str(res), "--concurrency", "2", suite="xe.toml")
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines(["*FAIL (judged at the end of the session)*cal-vs-cal2*"])
+    checks = json.loads((res / "verdict.json").read_text())["checks"]
+    assert any(c["rule"] == "cal-vs-cal2" and c["status"] == "fail" for c in checks)
+
+
+def test_benchmark_json_carries_figures(perf):
+    out = perf.path / "bench.json"
+    perf.runpytest_subprocess(
+        "-m",
+        "perf",
+        "--suite",
+        "suite.toml",
+        "-p",
+        "no:cacheprovider",
+        "--method",
+        "native",
+        "--concurrency",
+        "1",
+        f"--benchmark-json={out}",
+        timeout=600,
+    )
+    data = json.loads(out.read_text())
+    info = data["benchmarks"][0]["extra_info"]
+    assert info["specperf_key"] == "m/cal/native/mt-bench/c1/greedy"
+    assert info["output_throughput_tok_s"] > 0 and info["completed"] == 4
+
+
+def test_group_scope():
+    groups = {"vllm-native-mt-bench-c1": "m:vllm"}
+    assert (
+        group_scope("t.py::test_item[vllm-native-mt-bench-c1]", groups) == "specperf-group:m:vllm"
+    )
+    assert (
+        group_scope("t.py::test_item[vllm-native-mt-bench-c1]@m:vllm", groups)
+        == "specperf-group:m:vllm"
+    )
+    assert group_scope("t.py::test_other", groups) == "t.py::test_other"
