@@ -96,3 +96,40 @@ def test_two_shards_rewriting_one_entry_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="rewritten differently"):
         merge_baseline_updates(into, [s1, s2])
     assert (into / BASELINE.name).read_text() == BASELINE.read_text()  # untouched on error
+
+
+def test_sharded_then_merged_gives_the_unsharded_verdict(tmp_path: Path) -> None:
+    """Split a suite-written results set by `select_shard` as two hosts would, merge the shards
+    with `specperf merge`: the verdict is the one of the unsharded run."""
+    from specperf import verdict
+    from specperf.cli import main
+    from specperf.shard import select_shard
+
+    run = BASELINE.parent / "run-main"
+    items = sorted(p.parent for p in run.glob("*/summary.json"))
+
+    def group(item: Path) -> tuple[str, str]:
+        key = json.loads((item / "summary.json").read_text())["key"].split("/")
+        return key[0], key[1]  # (model, engine)
+
+    shards = []
+    for i in (1, 2):
+        d = tmp_path / f"shard-{i}"
+        mine = select_shard(items, i, 2, key=group)
+        assert mine, "both shards hold work"
+        for item in mine:
+            shutil.copytree(item, d / item.name)
+        shutil.copy(run / "suite.json", d / "suite.json")
+        shards.append(d)
+    owners = [{group(p) for p in select_shard(items, i, 2, key=group)} for i in (1, 2)]
+    assert not owners[0] & owners[1]
+    out = tmp_path / "merged"
+    assert main(["merge", *map(str, shards), "--out", str(out), "--baseline", str(BASELINE)]) == 0
+    whole = verdict.evaluate_results([run], baselines=load_baselines(BASELINE))
+    merged = verdict.evaluate_results([out], baselines=load_baselines(BASELINE))
+
+    def lines(v: verdict.Verdict) -> list[str]:
+        return sorted(c.line() for c in v.checks)
+
+    assert lines(merged) == lines(whole)
+    assert any(c.status == "fail" for c in merged.checks)  # the planted regression survives
