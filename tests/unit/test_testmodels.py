@@ -146,3 +146,28 @@ def test_incomplete_build_leaves_no_directory(
         build_tiny_model(tmp_path / "m")
     assert not (tmp_path / "m").exists()
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_dflash_draft_is_in_zlab_format_and_built_once(built: Path) -> None:
+    from safetensors.torch import load_file
+
+    from specperf.testmodels import DFLASH_DIR, build_tiny_dflash
+
+    out = build_tiny_dflash(built)
+    assert out == built / DFLASH_DIR
+    cfg = json.loads((out / "config.json").read_text())
+    target = json.loads((built / "config.json").read_text())
+    assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["model_type"] == "qwen3"
+    assert cfg["vocab_size"] == target["vocab_size"]
+    ids = cfg["dflash_config"]["target_layer_ids"]
+    assert all(0 <= i + 1 <= target["num_hidden_layers"] for i in ids)  # vLLM adds 1
+    assert cfg["dflash_config"]["mask_token_id"] < target["vocab_size"]
+    w = load_file(str(out / "model.safetensors"))
+    h = cfg["hidden_size"]
+    assert w["fc.weight"].shape == (h, len(ids) * h)
+    assert {"hidden_norm.weight", "norm.weight", "layers.1.self_attn.q_norm.weight"} <= set(w)
+    assert not any(k.startswith(("embed_tokens", "lm_head")) for k in w)  # shared with target
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    assert build_tiny_dflash(built) == out
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+    assert is_complete(built)  # the target's manifest is untouched
