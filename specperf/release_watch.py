@@ -260,6 +260,16 @@ def suite_envs(suite: str, settings: Mapping[str, str] | None = None) -> list[st
 Runner = Callable[[Sequence[str], Path], int]
 
 
+def child_env() -> dict[str, str]:
+    """Our environment without a surrounding pytest-xdist worker's identity: the suite runs we
+    start are top-level pytest sessions, not workers of the session that started the watch."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PYTEST_XDIST_") and k != "PYTEST_CURRENT_TEST"
+    }
+
+
 def run_logged(cmd: Sequence[str], log: Path) -> int:
     """Run a command, streaming its output to our stdout and to ``log``; its exit code."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +278,12 @@ def run_logged(cmd: Sequence[str], log: Path) -> int:
         fh.write(f"$ {shlex.join(cmd)}\n")
         fh.flush()
         proc = subprocess.Popen(
-            list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            list(cmd),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            env=child_env(),
         )
         try:
             assert proc.stdout is not None

