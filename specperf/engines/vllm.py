@@ -57,6 +57,8 @@ _NON_DEFAULT_RE = re.compile(r"non-default args: (\{.*\})\s*$")
 _KV_TOKENS_RE = re.compile(r"(GPU|CPU|XPU) KV cache size: ([\d,]+) tokens")
 _MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _INIT_ENGINE_RE = re.compile(r"init engine \(.*\) took ([\d.]+) s")
+_MODEL_MEM_RE = re.compile(r"Model loading took ([\d.]+) GiB memory")
+_KV_MEM_RE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 
 
 # ---------------------------------------------------------------- pure helpers (unit-tested)
@@ -267,7 +269,8 @@ def parse_non_default_args(log_text: str) -> dict[str, Any] | None:
 
 
 def parse_startup_facts(log_text: str) -> dict[str, Any]:
-    """KV-cache capacity and engine init time from the start-up log (the engine record)."""
+    """KV-cache capacity, memory (GPU) and engine init time from the start-up log (the engine
+    record)."""
     facts: dict[str, Any] = {}
     for line in log_text.splitlines():
         if m := _KV_TOKENS_RE.search(line):
@@ -278,6 +281,10 @@ def parse_startup_facts(log_text: str) -> dict[str, Any]:
             facts["max_concurrency"] = float(m.group(2))
         if m := _INIT_ENGINE_RE.search(line):
             facts["init_engine_s"] = float(m.group(1))
+        if m := _MODEL_MEM_RE.search(line):  # GPU workers only
+            facts["model_memory_gib"] = float(m.group(1))
+        if m := _KV_MEM_RE.search(line):
+            facts["kv_cache_memory_gib"] = float(m.group(1))
     return facts
 
 

@@ -326,6 +326,9 @@ LOG = (
     "524,288 tokens, Maximum concurrency for 2,048 tokens per request: 256.00x\n"
     "(EngineCore pid=2) INFO 11-29 09:38:54 [core.py:402] init engine (profile, create kv "
     "cache, warmup model) took 10.23 s\n"
+    "(Worker pid=3) INFO 11-29 09:38:40 [gpu_model_runner.py:5150] Model loading took 15.27 GiB "
+    "memory and 5.100000 seconds\n"
+    "(Worker pid=3) INFO 11-29 09:38:41 [gpu_worker.py:760] Available KV cache memory: 10.5 GiB\n"
 )
 
 
@@ -343,6 +346,8 @@ def test_parse_log_lines() -> None:
         "max_concurrency_tokens_per_request": 2048,
         "max_concurrency": 256.0,
         "init_engine_s": 10.23,
+        "model_memory_gib": 15.27,
+        "kv_cache_memory_gib": 10.5,
     }
 
 
