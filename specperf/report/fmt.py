@@ -52,10 +52,8 @@ RULES: list[tuple[str, Formatter]] = [
     (r"^(measured|baseline|other|bound)$", _num(".4g")),
     (r"MAL|L est|evalscope L|tokens/chunk|tok/chunk", two),
     (r"tok/s|\(ms\)|\(s\)|TTFT|TPOT|ITL|E2E|duration", one),
-    (
-        r"^(c|rank|items|requests|pairs|completed|failed|output tokens|k|topk|draft tokens)$",
-        integer,
-    ),
+    (r"^(c|rank|items|requests|pairs|completed|failed|k|topk|draft tokens)$", integer),
+    (r"output tokens$", integer),
 ]
 
 
