@@ -217,13 +217,13 @@ def suite_targets(
         elif m:
             pkg = package or m.group("pkg")
             sm = _SETTING_RE.match(m.group("ver"))
-            if not sm and not version_setting:
+            if not sm:
                 raise ConfigError(
                     f"{path}: engines.{name}.python pins {raw_python!r} literally; put the "
                     f'version in a setting so the watch can switch it: python = "env:{pkg}=='
                     "${" + f"{pkg.replace('-', '_')}_version" + '}"'
                 )
-            setting = version_setting or (sm.group("name") if sm else None)
+            setting = version_setting or sm.group("name")
         if not pkg or not setting:
             raise ConfigError(
                 f"{path}: engines.{name} does not run from env:PKG==${{setting}}; "
