@@ -41,7 +41,6 @@ from specperf.config import DEFAULT_METRICS, MetricPolicy
 from specperf.errors import ConfigError
 from specperf.report.load import (
     find_items,
-    find_verdict_files,
     hardware_profile,
     key_text,
     read_json,
@@ -107,17 +106,24 @@ def read_summaries(results_dirs: Sequence[Path | str]) -> list[dict[str, Any]]:
 
 
 def _verdict_counts(results_dirs: Sequence[Path]) -> dict[str, int]:
-    """Counts of verdict statuses found in the suite's verdict files (informational)."""
+    """Check counts by status from the verdict the suite or `specperf merge` wrote
+    (``verdict.json`` counts, else the ``verdicts.jsonl`` lines); informational."""
+    from specperf import verdict
+
     counts: dict[str, int] = {}
     for d in results_dirs:
-        for f in find_verdict_files(d):
-            rows = read_jsonl(f) if f.suffix == ".jsonl" else read_json(f)
-            if isinstance(rows, dict):
-                rows = rows.get("verdicts") or rows.get("items") or rows.get("results") or []
-            for row in rows if isinstance(rows, list) else []:
-                status = row.get("status") or row.get("verdict") if isinstance(row, dict) else None
-                if isinstance(status, str):
-                    counts[status] = counts.get(status, 0) + 1
+        whole = d / "verdict.json"
+        data = read_json(whole) if whole.is_file() else None
+        if isinstance(data, dict) and isinstance(data.get("counts"), dict):
+            rows = [{"status": k} for k, n in data["counts"].items() for _ in range(int(n))]
+        elif (d / verdict.VERDICTS).is_file():
+            rows = read_jsonl(d / verdict.VERDICTS)
+        else:
+            continue
+        for row in rows:
+            status = row.get("status") if isinstance(row, dict) else None
+            if isinstance(status, str):
+                counts[status] = counts.get(status, 0) + 1
     return counts
 
 

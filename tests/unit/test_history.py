@@ -259,3 +259,26 @@ def test_wired_into_the_specperf_command(
     assert "not evaluated (too little history)" in capsys.readouterr().out
     assert main(["history", "check", str(tmp_path / "nope"), "--store", "x"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_night_records_the_merged_verdict_counts(tmp_path: Path) -> None:
+    from specperf.cli import main
+
+    merged = tmp_path / "merged"
+    assert (
+        main(
+            [
+                "merge",
+                str(FIXTURES / "run-main"),
+                "--out",
+                str(merged),
+                "--baseline",
+                str(FIXTURES / "baseline-nvidia-l40sx1.json"),
+            ]
+        )
+        == 0
+    )
+    night = history.add_night(tmp_path / "s", [merged], run_id="7")
+    expected = json.loads((merged / "verdict.json").read_text())["counts"]
+    assert night.meta["verdicts"] == expected and expected.get("fail", 0) > 0
+    assert history.load_nights(tmp_path / "s")[0].meta["verdicts"] == expected
