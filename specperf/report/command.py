@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specperf.errors import ConfigError
+from specperf.errors import ConfigError, SpecperfError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +36,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def load_builder():
+    """``build_report``, or a one-line error naming the missing report dependency."""
+    try:
+        from specperf.report.build import build_report
+    except ImportError as exc:
+        raise SpecperfError(
+            f"reports need the 'report' extra (pip install 'specperf[report]'): {exc}"
+        ) from None
+    return build_report
+
+
 def run(args: argparse.Namespace) -> int:
-    from specperf.report.build import build_report
+    build_report = load_builder()
 
     if args.baseline is not None and not args.baseline.is_file():
         raise ConfigError(f"--baseline {args.baseline}: no such file")

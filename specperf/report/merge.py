@@ -209,9 +209,9 @@ def run(args: argparse.Namespace) -> int:
     counts = res.verdict.to_json()["counts"]
     print(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())))
     if args.report:
-        from specperf.report.build import build_report
+        from specperf.report.command import load_builder
 
-        paths = build_report([res.out], baseline=args.baseline, out=res.out / "report")
+        paths = load_builder()([res.out], baseline=args.baseline, out=res.out / "report")
         print(f"report: {paths.markdown}\nreport: {paths.html}")
     for c in res.verdict.failed:
         print(f"FAIL {c.line()}", file=sys.stderr)

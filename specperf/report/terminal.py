@@ -123,10 +123,10 @@ def session_summary(
     paths: list[Path] = []
     note = ""
     if build_report:
-        from specperf.report.build import build_report as _build
+        from specperf.report.command import load_builder
 
         try:
-            rp = _build([Path(results_dir)], baseline=baseline)
+            rp = load_builder()([Path(results_dir)], baseline=baseline)
             paths = [rp.markdown, rp.html]
         except SpecperfError as exc:
             note = f"report not written: {exc}"

@@ -136,7 +136,7 @@ def test_merge_command_prints_the_verdict_and_gates_only_with_check(tmp_path, ca
     shards = split(tmp_path)
     args = [*map(str, shards), "--baseline", str(BASELINE)]
     rc = main(["merge", *args, "--out", str(tmp_path / "m")])
-    out = capsys.readouterr()
+    out = capsys.readouterr()  # (--baseline given: the repo's baselines/ is never read)
     assert rc == 0  # merged; gating is `specperf verdict`'s job (the nightly job runs it next)
     assert "merged" in out.out and "qwen3-8b/vllm/eagle3/humaneval/c4/greedy" in out.out
     assert "FAIL" in out.err
@@ -149,3 +149,24 @@ def test_merge_command_bad_input_is_one_line(tmp_path, capsys):
     rc = main(["merge", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.count("\n") == 0 and "does not exist" in err
+
+
+def test_merge_command_can_write_the_report(tmp_path, capsys):
+    shards = split(tmp_path)
+    none = str(tmp_path / "no-baselines")
+    rc = main(
+        [
+            "merge",
+            *map(str, shards[:2]),
+            "--out",
+            str(tmp_path / "m"),
+            "--report",
+            "--baselines-dir",
+            none,
+        ]
+    )
+    assert rc == 0
+    html = tmp_path / "m" / "report" / "report.html"
+    assert html.is_file() and f"report: {html}" in capsys.readouterr().out
+    # no --baseline: the report shows the merged verdict the merge recorded
+    assert "Verdicts recorded by the suite during the run" in html.read_text()
