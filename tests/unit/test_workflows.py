@@ -85,7 +85,8 @@ def test_nightly_shape() -> None:
     assert "matrix.labels" in jobs["perf"]["runs-on"]  # labels come from the plan
     perf = "\n".join(s["run"] for s in jobs["perf"]["steps"] if "run" in s)
     assert "specperf watch envs" in perf and "--create" in perf  # specperf env create
-    assert re.search(r'pytest -m perf -n "\$GPUS"', perf)
+    # the perf path only: collecting tests/unit would need the dev extra on GPU hosts
+    assert re.search(r'pytest -m perf tests/perf -n "\$GPUS"', perf)
     assert "--strict-baselines" in perf and '--shard "$SHARD"' in perf
     assert "GITHUB_STEP_SUMMARY" in perf
     uploads = [s for s in jobs["perf"]["steps"] if "upload-artifact" in s.get("uses", "")]
@@ -114,6 +115,7 @@ def test_release_watch_and_pr_shape() -> None:
     assert rw["on"]["schedule"] and "workflow_dispatch" in rw["on"]
     run = "\n".join(scripts(rw))
     assert "specperf watch run" in run and "specperf watch latest" in run
+    assert "-- tests/perf -n" in run
     pr = load("pr-cpu.yml")
     assert "pull_request" in pr["on"]
     assert "bash .ci/run" in scripts(pr)
