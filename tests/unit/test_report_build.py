@@ -161,10 +161,12 @@ def test_report_command_appends_the_job_summary(tmp_path: Path, capsys, monkeypa
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     out = tmp_path / "r"
     rc = main(
-        ["report", str(MAIN), "--baseline", str(BASELINE), "--out", str(out), "--step-summary"]
+        ["report", str(PREV), "--baseline", str(BASELINE), "--out", str(out), "--step-summary"]
     )
     assert rc == 0
     text = target.read_text()
-    assert text.startswith("## specperf") and PLANTED in text
+    # the baseline was made from run-prev: nothing moved, every check passed
+    assert text.startswith("## specperf — run-prev") and "**Verdict:** " in text
+    assert "fail" not in text.split("**Verdict:** ")[1].splitlines()[0]
     assert f"Report: `{out / 'report.html'}`" in text
     assert f"job summary: {target}" in capsys.readouterr().out

@@ -56,7 +56,7 @@ def test_step_summary_is_appended_only_when_github_asks(tmp_path, checks):
 
 def test_session_summary_writes_the_report_and_the_step_summary(tmp_path, checks):
     results = tmp_path / "results"
-    shutil.copytree(MAIN, results)
+    shutil.copytree(FIXTURES / "run-prev", results)
     target = tmp_path / "step.md"
     text = terminal.session_summary(
         results, checks, environ={terminal.STEP_SUMMARY_ENV: str(target)}
