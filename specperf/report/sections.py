@@ -649,7 +649,9 @@ def comparison(cmp: Comparison, reference: str = "baseline") -> Section:
     s.table(
         "Checks that need attention",
         checks_frame(visible(cmp.checks), reference),
-        missing="every check passed (or nothing could be compared — see the notes)",
+        missing="every check passed"
+        if cmp.checks
+        else "nothing could be compared: " + ("; ".join(cmp.notes) or "no checks"),
         drop_constant=(),
     )
     for n in cmp.notes:
