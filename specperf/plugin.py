@@ -450,30 +450,15 @@ def _hardware_profile(config: pytest.Config, state: _State) -> str:
 
 
 def detect_hardware_profile(devices: Devices | None) -> str:
-    """The engines helper's profile (specperf.environment) when available."""
-    try:
-        from specperf import environment
+    """The profile of what this worker's engines run on (specperf.environment): its GPUs
+    (``nvidia-l40x1`` for one L40 per worker), else its CPU model and CPU-set size."""
+    from specperf import environment
 
-        return str(environment.hardware_profile(devices=devices))
-    except (ImportError, AttributeError, TypeError):
-        return _fallback_profile(devices)
-
-
-def _fallback_profile(devices: Devices | None) -> str:
-    import platform
-    import re
-
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1]
-                break
-    except OSError:
-        pass
-    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-    n = len(devices.cpus) if devices and devices.cpus else os.cpu_count() or 1
-    return f"cpu-{slug}-{n}c"
+    if devices is not None and devices.gpus:
+        rows = environment.gpu_inventory(environment.gpu_indices(list(devices.gpus)))
+        return environment.hardware_profile(gpus=rows)
+    cpus = len(devices.cpus) if devices is not None and devices.cpus else None
+    return environment.hardware_profile(gpus=[], cpus=cpus)
 
 
 def _rerun_hint(config: pytest.Config) -> str:

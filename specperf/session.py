@@ -141,7 +141,7 @@ class SuiteSession:
         fingerprint["dataset_version"] = dataset.version
         item_dir = self.results_dir / item.id
         summaries: list[dict[str, Any]] = []
-        environment = _environment(self.opts.hardware_profile)
+        environment = _environment(self.opts.hardware_profile, self.opts.devices)
 
         def run_once(k: int) -> dict[str, Any]:
             out = item_dir if k == 1 else item_dir / f"repeat-{k}"
@@ -346,17 +346,19 @@ class SuiteSession:
     def provenance(self, run: ItemRun) -> dict[str, Any]:
         s = run.result.summary
         env = s.get("environment") or {}
-        gpu = env.get("gpu") or {}
+        gpus = env.get("gpus") or []
+        git = env.get("suite_git") or {}
         return {
             "source": "measured",
             "engine_version": run.engine_version,
             "engine_label": run.item.spec.label,
             "hardware_profile": self.opts.hardware_profile,
-            "gpu": gpu.get("name") if isinstance(gpu, dict) else gpu,
-            "driver": gpu.get("driver") if isinstance(gpu, dict) else None,
-            "cpu": _cpu_model(env),
+            "gpu": ", ".join(sorted({str(g.get("name")) for g in gpus})) or None,
+            "driver": env.get("gpu_driver"),
+            "cpu": env.get("cpu_model"),
             "suite": self.suite.name,
-            "suite_commit": env.get("git_commit") or _git_commit(),
+            "suite_commit": git.get("commit"),
+            "suite_dirty": git.get("dirty"),
             "sample_size": {
                 "requests": run.item.workload.num_requests,
                 "repeats": len(run.summaries),
@@ -388,36 +390,15 @@ def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
         cur[parts[-1]] = value
 
 
-def _environment(profile: str) -> dict[str, Any]:
-    """The environment record of engines' helper module, plus the hardware profile."""
-    env: dict[str, Any] = {}
-    try:
-        from specperf import environment
+def _environment(profile: str, devices: Devices) -> dict[str, Any]:
+    """The environment record (specperf.environment) of this worker's devices."""
+    from specperf import environment
 
-        env = dict(environment.environment_record())
-    except Exception:  # the record is best effort; the profile is always there
-        env = {}
-    env["hardware_profile"] = profile
+    env = environment.environment_record(
+        hardware_profile_override=profile, gpus=devices.gpus, cpus=devices.cpus
+    )
+    env["worker"] = devices.worker
     return env
-
-
-def _cpu_model(env: dict[str, Any]) -> str | None:
-    cpu = env.get("cpu")
-    if isinstance(cpu, dict):
-        return cpu.get("model")
-    return cpu or env.get("cpu_model")
-
-
-def _git_commit() -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -> list[vd.Check]:

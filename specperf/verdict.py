@@ -638,7 +638,7 @@ def evaluate_rules(
                 out.append(
                     Check(
                         f"rule {rule.id}",
-                        rule.metric,
+                        f"rule:{rule.id}",
                         "not_evaluated",
                         rule=rule.id,
                         reason="no measured item matches the rule",
