@@ -13,7 +13,10 @@ Drift rule (per series, direction and tolerance from the suite's metric policies
   Fewer than ``min_history`` stored points: "insufficient history", never a pass.
 "Worse by more than the tolerance" is the verdict module's ``compare`` — the same test as the
 baseline gate. Metrics whose policy gates ("always"/"measured") fail the check; report-only metrics
-(gate "never", e.g. TTFT/TPOT) are listed as warnings.
+(gate "never", e.g. TTFT/TPOT) are listed as warnings. For "measured" metrics (noisy CPU
+throughput) the tolerance is max(suite tolerance, 3 x CV of the stored nights before the recent
+ones) — the rule
+``baselines.measured_tolerance`` applies to repeats.
 
 Store layout (a plain directory; in CI a worktree of the results branch, see docs/nightly.md):
 ``<store>/nights/<YYYY-MM-DDTHHMMSSZ>[-<run id>]/night.json`` (date, run id, commit, engine
@@ -269,6 +272,7 @@ class Finding:
     recent: list[Point] = field(default_factory=list)
     worse: list[float] = field(default_factory=list)  # per recent point, relative, + = worse
     history_points: int = 0
+    tolerance_note: str | None = None  # how a tolerance measured from the history was made
 
     @property
     def failed(self) -> bool:
@@ -310,6 +314,7 @@ class Finding:
             "recent": [vars(p) for p in self.recent],
             "worse": self.worse,
             "history_points": self.history_points,
+            "tolerance_note": self.tolerance_note,
             "message": self.message(),
         }
 
@@ -417,6 +422,18 @@ def drift_check(
             if len(pts) < min_history:
                 f.status = "insufficient"
                 continue
+            if pol.gate == "measured":
+                # noisy metric (CPU throughput): the history's own spread sets the tolerance,
+                # max(suite tolerance, 3 x CV), exactly as for a baseline measured from repeats
+                from specperf.baselines import measured_tolerance
+
+                # spread of the nights before the recent ones: a drift must not widen its own
+                # tolerance
+                before = pts[: len(pts) - (persist - 1)]
+                measured = measured_tolerance([p.value for p in before], tol)
+                if measured is not None:
+                    tol, f.tolerance_note = measured
+                    f.tolerance = tol
             # the older half, never overlapping the recent points
             ref_pts = pts[: min(max(1, len(pts) // 2), len(pts) - (persist - 1))]
             f.reference = statistics.median(p.value for p in ref_pts)

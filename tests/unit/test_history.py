@@ -282,3 +282,21 @@ def test_night_records_the_merged_verdict_counts(tmp_path: Path) -> None:
     expected = json.loads((merged / "verdict.json").read_text())["counts"]
     assert night.meta["verdicts"] == expected and expected.get("fail", 0) > 0
     assert history.load_nights(tmp_path / "s")[0].meta["verdicts"] == expected
+
+
+def test_measured_gate_takes_its_tolerance_from_the_history_spread(tmp_path: Path) -> None:
+    """CPU throughput (gate "measured"): a noisy history widens the tolerance to 3 x CV."""
+    from specperf.config import DEFAULT_METRICS, MetricPolicy
+
+    pols = dict(DEFAULT_METRICS)
+    pols["output_throughput_tok_s"] = MetricPolicy(
+        "output_throughput_tok_s", "higher", 0.05, "measured", True, True
+    )
+    noisy = tmp_path / "noisy"
+    store_nights(noisy, tmp_path / "a", [[summary(v)] for v in (100, 90, 110, 95, 105, 88)])
+    f = find(check(noisy, [summary(88.0)], policies=pols), "output_throughput_tok_s")
+    assert f.status == "ok" and f.tolerance > 0.2 and "CV=" in (f.tolerance_note or "")
+    steady = tmp_path / "steady"
+    store_nights(steady, tmp_path / "b", [[summary(v)] for v in (100, 101, 99, 100, 100, 93)])
+    f = find(check(steady, [summary(92.0)], policies=pols), "output_throughput_tok_s")
+    assert f.status == "drift" and f.tolerance == pytest.approx(0.05, abs=0.05)
