@@ -8,15 +8,14 @@ every night's run summaries and compares tonight with the last N nights of the s
 Drift rule (per series, direction and tolerance from the suite's metric policies):
   reference = median of the older half of the last N stored nights;
   flagged when the last ``persist`` points (the latest stored nights and tonight, default 2) are
-  ALL worse than the reference by more than the tolerance. One bad night alone is the baseline
+  ALL worse than the reference by the tolerance or more. One bad night alone is the baseline
   gate's business; a new, lower level that persists — however it was reached — is drift.
   Fewer than ``min_history`` stored points: "insufficient history", never a pass.
-"Worse by more than the tolerance" is the verdict module's ``compare`` — the same test as the
-baseline gate. Metrics whose policy gates ("always"/"measured") fail the check; report-only metrics
-(gate "never", e.g. TTFT/TPOT) are listed as warnings. For "measured" metrics (noisy CPU
-throughput) the tolerance is max(suite tolerance, 3 x CV of the stored nights before the recent
-ones) — the rule
-``baselines.measured_tolerance`` applies to repeats.
+"Worse by the tolerance or more" is the verdict module's ``compare``, the same test as the
+baseline gate. Metrics whose policy gates ("always"/"measured") fail the check; report-only
+metrics (gate "never", e.g. TTFT/TPOT) are listed as warnings. For "measured" metrics (noisy
+CPU throughput) the tolerance is max(suite tolerance, 3 x CV of the nights before the recent
+ones): ``baselines.measured_tolerance``, the rule used for repeats.
 
 Store layout (a plain directory; in CI a worktree of the results branch, see docs/nightly.md):
 ``<store>/nights/<YYYY-MM-DDTHHMMSSZ>[-<run id>]/night.json`` (date, run id, commit, engine
