@@ -162,6 +162,11 @@ class EngineClient(ABC):
         """Token ids carried by one streamed chunk, where the engine returns them."""
         return None
 
+    def observe_chunk(self, chunk: dict[str, Any]) -> None:
+        """Sees every parsed streamed chunk, ``choices: []`` ones included (SGLang sends its
+        per-request ``sglext.spec_tokens_details`` there); default: nothing."""
+        return None
+
     def notes(self) -> list[str]:
         """Caveats to put in the summary's ``notes`` (e.g. acceptance not exposed)."""
         return []
