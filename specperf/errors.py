@@ -17,3 +17,8 @@ class EngineStartError(SpecperfError):
 
 class EngineDiedError(SpecperfError):
     """An engine process exited or stopped answering during an item."""
+
+
+class UnsupportedError(SpecperfError):
+    """The engine cannot run this item as asked (e.g. concurrency > 1 on a batch-size-1
+    speculative path); the suite reports a skip with this message, not a failure."""

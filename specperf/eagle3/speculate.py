@@ -38,6 +38,7 @@ class StepInfo:
     accepted: int
     draft_s: float = 0.0
     verify_s: float = 0.0
+    finish: str | None = None  # "stop" / "length" on the request's last step
 
 
 OnStep = Callable[[StepInfo], None]
@@ -125,7 +126,7 @@ class Eagle3Speculator:
         assert aux is not None
         first = sampler.next_token(logits[-1])
         kept, reason = _finish([first], eos_ids, max_new_tokens)
-        on_step(StepInfo(tokens=kept, drafted=0, accepted=0))
+        on_step(StepInfo(tokens=kept, drafted=0, accepted=0, finish=reason))
         produced = len(kept)
         if reason is not None:
             return reason
@@ -151,7 +152,14 @@ class Eagle3Speculator:
             kept, reason = _finish(emitted, eos_ids, max_new_tokens - produced)
             produced += len(kept)
             on_step(
-                StepInfo(tokens=kept, drafted=self.k, accepted=m, draft_s=t1 - t0, verify_s=t2 - t1)
+                StepInfo(
+                    tokens=kept,
+                    drafted=self.k,
+                    accepted=m,
+                    draft_s=t1 - t0,
+                    verify_s=t2 - t1,
+                    finish=reason,
+                )
             )
             if reason is not None:
                 return reason

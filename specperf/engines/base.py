@@ -171,6 +171,11 @@ class EngineClient(ABC):
         """Caveats to put in the summary's ``notes`` (e.g. acceptance not exposed)."""
         return []
 
+    def check_workload(self, workload: Any) -> None:
+        """Raise ``specperf.errors.UnsupportedError`` when this engine cannot run ``workload``
+        (a WorkloadSpec) as asked, e.g. concurrency > 1 on a batch-size-1 path; default: all."""
+        return None
+
 
 class Engine(ABC):
     """An engine this process starts and owns; one per EngineSpec per worker."""

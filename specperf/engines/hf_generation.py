@@ -1,0 +1,502 @@
+"""Generation paths of the transformers engine, counted per verify step.
+
+Every path reports each decoding step as soon as its tokens are on the host (``on_step``), so
+the server streams one chunk per step (tokens per chunk then reflect acceptance) and timestamps
+follow the device (``generate`` copies each step's tokens to the host, which synchronises; our
+EAGLE3 loop synchronises explicitly).
+
+* native: ``generate()`` — greedy or sampling, several requests batched (left padding). On CUDA a
+  static KV cache of the server's fixed length, so ``generate`` compiles its decode step once;
+  the compiled path is used only when it reproduces the eager tokens (checked at start-up).
+* draft_model / ngram: ``generate(assistant_model=...)`` / ``generate(prompt_lookup_num_tokens=K)``,
+  batch size 1 (transformers' limit). Accepted tokens per step come from the streamer (one put per
+  verify pass: accepted + 1 tokens); proposed tokens from a wrapper around the candidate
+  generator's ``get_candidates`` (transformers reports neither; reference/transformers.md §2.1).
+* eagle3: :class:`specperf.eagle3.speculate.Eagle3Speculator` (ours).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from specperf.eagle3.sampling import Sampling, TokenSampler
+from specperf.eagle3.speculate import Eagle3Speculator, StepInfo
+from specperf.eagle3.target import TargetRunner, cache_kwarg, new_cache
+
+SPECULATIVE = ("eagle3", "draft_model", "ngram")
+METHODS = ("native", *SPECULATIVE)
+
+
+class Cancelled(Exception):
+    """The client went away; generation of its request stops at the next step."""
+
+
+@dataclass
+class Request:
+    """One generation request as the worker sees it."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    sampling: Sampling
+    ignore_eos: bool = False
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def batch_key(self) -> tuple[Any, ...]:
+        """Requests with equal keys can share one ``generate`` call."""
+        return (self.sampling, self.max_tokens, self.ignore_eos)
+
+
+OnStep = Callable[[int, StepInfo, str | None], None]  # (row in batch, step, finish reason)
+
+
+class Counters:
+    """Cumulative, thread-safe counters served at /specperf/counters (design.md's
+    acceptance definitions: one draft = one verify step that had draft tokens)."""
+
+    def __init__(self, k: int | None, speculative: bool, timed: bool = False) -> None:
+        self.lock = threading.Lock()
+        self.speculative = speculative
+        self.timed = timed  # draft/verify seconds exist only where we run the loop (EAGLE3)
+        self.k = k or 0
+        self.requests = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.steps = 0
+        self.drafts = 0
+        self.draft_tokens = 0
+        self.accepted_tokens = 0
+        self.accepted_per_position = [0] * self.k
+        self.draft_time_s = 0.0
+        self.verify_time_s = 0.0
+
+    def add_request(self, prompt_tokens: int) -> None:
+        with self.lock:
+            self.requests += 1
+            self.prompt_tokens += prompt_tokens
+
+    def add_step(self, info: StepInfo) -> None:
+        with self.lock:
+            self.steps += 1
+            self.generation_tokens += len(info.tokens)
+            if info.drafted > 0:
+                self.drafts += 1
+                self.draft_tokens += info.drafted
+                self.accepted_tokens += info.accepted
+                while len(self.accepted_per_position) < info.drafted:
+                    self.accepted_per_position.append(0)
+                for i in range(info.accepted):
+                    self.accepted_per_position[i] += 1
+                self.draft_time_s += info.draft_s
+                self.verify_time_s += info.verify_s
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            spec = self.speculative
+            return {
+                "requests": self.requests,
+                "prompt_tokens": self.prompt_tokens,
+                "generation_tokens": self.generation_tokens,
+                "steps": self.steps,
+                "drafts": self.drafts if spec else None,
+                "draft_tokens": self.draft_tokens if spec else None,
+                "accepted_tokens": self.accepted_tokens if spec else None,
+                "accepted_per_position": list(self.accepted_per_position) if spec else None,
+                "draft_time_s": self.draft_time_s if self.timed else None,
+                "verify_time_s": self.verify_time_s if self.timed else None,
+            }
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def neutral_generation_config(model: Any, eos_ids: Sequence[int], pad_id: int) -> Any:
+    """A GenerationConfig with the library's defaults only: transformers 5 replaces arguments
+    equal to a library default by the checkpoint's own default (e.g. temperature 1.0 → Qwen3's
+    0.6); the engine sends every sampling parameter, so the checkpoint's must not leak in."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        eos_token_id=list(eos_ids),
+        pad_token_id=pad_id,
+        bos_token_id=getattr(model.config, "bos_token_id", None),
+    )
+
+
+def sampling_kwargs(s: Sampling) -> dict[str, Any]:
+    """``generate`` arguments for a request's sampling (every one explicit)."""
+    if s.greedy:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    return {
+        "do_sample": True,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k if s.top_k and s.top_k > 0 else 0,
+        "min_p": s.min_p if s.min_p > 0 else None,
+    }
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def probe_fast_path(run: Callable[[bool], list[int]]) -> dict[str, Any]:
+    """Greedy tokens of one probe through the eager and the compiled path (``run(compiled)``);
+    the compiled path is kept only when they are equal (a graph not checked against eager is
+    not trustworthy: reference/transformers.md, H200 table)."""
+    eager = run(False)
+    started = time.monotonic()
+    try:
+        compiled = run(True)
+        run(True)  # second pass: graphs recorded, nothing left to compile
+    except Exception as exc:  # a compile failure must not take the engine down
+        return {"compiled": False, "reason": f"compile failed: {exc!r}"[:500]}
+    diff = first_difference(eager, compiled)
+    return {
+        "compiled": diff is None,
+        "probe_tokens": len(eager),
+        "matches_eager": diff is None,
+        "first_difference": diff,
+        "compile_s": round(time.monotonic() - started, 1),
+        **({} if diff is None else {"reason": f"differs from eager at token {diff}"}),
+    }
+
+
+def _collect(out: list[int]) -> OnStep:
+    return lambda row, info, reason: out.extend(info.tokens)
+
+
+class StepStreamer:
+    """A ``BaseStreamer`` that turns ``generate``'s puts into per-row steps.
+
+    First put: the prompt (skipped). Native: (B,) or (B, 1) — one token per row. Assisted:
+    (1, n) — one verify pass that kept n tokens (n-1 accepted drafts + 1)."""
+
+    def __init__(
+        self,
+        rows: Sequence[Request],
+        eos_ids: set[int],
+        on_step: OnStep,
+        drafted: Callable[[], int] | None = None,
+    ) -> None:
+        self.rows = list(rows)
+        self.eos = eos_ids
+        self.on_step = on_step
+        self.drafted = drafted
+        self.seen_prompt = False
+        self.count = [0] * len(rows)
+        self.done = [False] * len(rows)
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.seen_prompt:
+            self.seen_prompt = True
+            return
+        v = value.reshape(len(self.rows), -1) if value.dim() == 1 else value
+        drafted = self.drafted() if self.drafted is not None else 0
+        for r, req in enumerate(self.rows):
+            if self.done[r]:
+                continue
+            if req.cancelled.is_set():
+                raise Cancelled()
+            toks = [int(t) for t in v[r].tolist()]
+            kept: list[int] = []
+            reason = None
+            for t in toks:
+                if self.count[r] + len(kept) >= req.max_tokens:
+                    break
+                kept.append(t)
+                if t in self.eos and not req.ignore_eos:
+                    reason = "stop"
+                    break
+            self.count[r] += len(kept)
+            if reason is None and self.count[r] >= req.max_tokens:
+                reason = "length"
+            info = StepInfo(tokens=kept, drafted=drafted, accepted=max(0, len(toks) - 1))
+            if reason is not None:
+                self.done[r] = True
+            self.on_step(r, info, reason)
+
+    def end(self) -> None:
+        pass
+
+
+class _CancelCriteria:
+    """StoppingCriteria: stop the whole ``generate`` once every row's client has gone."""
+
+    def __init__(self, rows: Sequence[Request]) -> None:
+        self.rows = rows
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        stop = all(r.cancelled.is_set() for r in self.rows)
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+
+class CandidateCounter:
+    """Records how many candidate tokens the candidate generator proposed in the last step."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def install(self, model: Any) -> None:
+        original = model._get_candidate_generator
+
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            gen = original(*args, **kwargs)
+            get = gen.get_candidates
+
+            def counted(input_ids: torch.Tensor, *a: Any, **kw: Any) -> Any:
+                out = get(input_ids, *a, **kw)
+                self.last = int(out[0].shape[-1] - input_ids.shape[-1])
+                return out
+
+            gen.get_candidates = counted
+            return gen
+
+        model._get_candidate_generator = patched
+
+    def take(self) -> int:
+        n, self.last = self.last, 0
+        return n
+
+
+class Backend:
+    """One generation path over a loaded target."""
+
+    method = "native"
+    max_batch = 1
+
+    def __init__(self, model: Any, eos_ids: set[int], pad_id: int, max_len: int) -> None:
+        self.model = model
+        self.eos = eos_ids
+        self.pad = pad_id
+        self.max_len = max_len
+        self.device = next(model.parameters()).device
+        self.notes: list[str] = []
+        self.fast_path: dict[str, Any] = {}
+
+    def run(self, reqs: Sequence[Request], on_step: OnStep) -> None:
+        raise NotImplementedError
+
+    def config(self) -> dict[str, Any]:
+        return {"method": self.method, "max_batch": self.max_batch, "fast_path": self.fast_path}
+
+
+class GenerateBackend(Backend):
+    """native / draft_model / ngram through ``generate()``."""
+
+    def __init__(
+        self,
+        model: Any,
+        eos_ids: set[int],
+        pad_id: int,
+        max_len: int,
+        *,
+        method: str = "native",
+        k: int | None = None,
+        draft: Any = None,
+        ngram_max: int | None = None,
+        max_batch: int = 8,
+        static_cache: bool = False,
+        compile_mode: str = "auto",
+    ) -> None:
+        super().__init__(model, eos_ids, pad_id, max_len)
+        self.method = method
+        self.k = k
+        self.draft = draft
+        self.ngram_max = ngram_max or 2
+        self.max_batch = max_batch if method == "native" else 1
+        self.static_cache = static_cache and method == "native"
+        self.compile_mode = compile_mode
+        self.disable_compile = compile_mode == "off"
+        self._caches: dict[int, Any] = {}
+        self._kw = cache_kwarg(model)
+        self.counter = CandidateCounter()
+        base = neutral_generation_config(model, sorted(eos_ids), pad_id)
+        self.base_config = base
+        if method != "native":
+            self.counter.install(model)
+        if method == "draft_model":
+            if draft is None or k is None:
+                raise ValueError("draft_model needs a draft model and num_speculative_tokens")
+            dcfg = neutral_generation_config(draft, sorted(eos_ids), pad_id)
+            # read from the assistant's config, not generate() kwargs (reference §1.2)
+            dcfg.num_assistant_tokens = k
+            dcfg.num_assistant_tokens_schedule = "constant"
+            dcfg.assistant_confidence_threshold = 0.0
+            draft.generation_config = dcfg
+        if method == "ngram" and not k:
+            raise ValueError("ngram needs num_speculative_tokens")
+
+    def _cache(self, batch: int) -> Any:
+        if batch not in self._caches:
+            self._caches[batch] = new_cache(self.model, "static", self.max_len)
+        cache = self._caches[batch]
+        cache.reset()
+        return cache
+
+    def _kwargs(self, reqs: Sequence[Request], disable_compile: bool) -> dict[str, Any]:
+        first = reqs[0]
+        gc = copy.deepcopy(self.base_config)
+        if first.ignore_eos:
+            gc.eos_token_id = None
+        gc.disable_compile = disable_compile
+        kw: dict[str, Any] = {
+            "generation_config": gc,
+            "max_new_tokens": first.max_tokens,
+            **sampling_kwargs(first.sampling),
+        }
+        if self.method == "draft_model":
+            kw["assistant_model"] = self.draft
+        elif self.method == "ngram":
+            kw["prompt_lookup_num_tokens"] = self.k
+            kw["max_matching_ngram_size"] = self.ngram_max
+        if self.static_cache:
+            kw[self._kw] = self._cache(len(reqs))
+        return kw
+
+    @torch.inference_mode()
+    def generate(
+        self, reqs: Sequence[Request], on_step: OnStep, *, disable_compile: bool | None = None
+    ) -> None:
+        if disable_compile is None:
+            disable_compile = self.disable_compile
+        width = max(len(r.prompt_ids) for r in reqs)
+        ids = torch.full((len(reqs), width), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(reqs), width), dtype=torch.long)
+        for i, r in enumerate(reqs):
+            ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
+            mask[i, width - len(r.prompt_ids) :] = 1
+        if reqs[0].sampling.seed is not None and not reqs[0].sampling.greedy:
+            torch.manual_seed(reqs[0].sampling.seed)
+        streamer = StepStreamer(
+            reqs,
+            self.eos,
+            on_step,
+            drafted=self.counter.take if self.method != "native" else None,
+        )
+        from transformers import StoppingCriteriaList
+
+        try:
+            self.model.generate(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                streamer=streamer,
+                stopping_criteria=StoppingCriteriaList([_CancelCriteria(reqs)]),
+                **self._kwargs(reqs, disable_compile),
+            )
+        except Cancelled:
+            return
+        # rows generate() ended without telling us (e.g. every row cancelled): close them
+        for r, done in enumerate(streamer.done):
+            if not done and not reqs[r].cancelled.is_set():
+                on_step(r, StepInfo(tokens=[], drafted=0, accepted=0), "length")
+
+    def run(self, reqs: Sequence[Request], on_step: OnStep) -> None:
+        self.generate(reqs, on_step)
+
+    def check_fast_path(self, prompt: list[int], tokens: int) -> None:
+        """On CUDA with a static cache ``generate`` compiles its decode step: keep that only if
+        it reproduces the eager tokens on a probe (greedy)."""
+        if not (self.static_cache and self.device.type == "cuda") or self.compile_mode == "off":
+            self.disable_compile = True
+            self.fast_path = {"compiled": False, "reason": "eager: not CUDA + static cache"}
+            return
+
+        def run(compiled: bool) -> list[int]:
+            out: list[int] = []
+            self.generate(
+                [Request(prompt, tokens, Sampling())], _collect(out), disable_compile=not compiled
+            )
+            return out
+
+        self.fast_path = probe_fast_path(run)
+        self.disable_compile = not self.fast_path["compiled"]
+        if not self.fast_path["compiled"]:
+            self.notes.append(f"native decode runs eager: {self.fast_path['reason']}")
+
+
+class Eagle3Backend(Backend):
+    """Our EAGLE3 (chain of K drafts), batch size 1."""
+
+    method = "eagle3"
+
+    def __init__(
+        self,
+        model: Any,
+        eos_ids: set[int],
+        pad_id: int,
+        max_len: int,
+        *,
+        head: Any,
+        k: int,
+        static_cache: bool = False,
+        compile_mode: str = "auto",
+    ) -> None:
+        super().__init__(model, eos_ids, pad_id, max_len)
+        self.head = head
+        self.k = k
+        self.compile_mode = compile_mode
+        compiled = None
+        if static_cache and self.device.type == "cuda" and compile_mode != "off":
+            from transformers import CompileConfig
+
+            compiled = model.get_compiled_call(CompileConfig())
+        self.runner = TargetRunner(
+            model,
+            aux_layer_ids=head.cfg.aux_layer_ids,
+            cache="static" if static_cache else "dynamic",
+            max_len=max_len,
+            compiled=compiled,
+        )
+        self.spec = Eagle3Speculator(self.runner, head, k, use_compiled=compiled is not None)
+
+    def run(self, reqs: Sequence[Request], on_step: OnStep) -> None:
+        (req,) = reqs
+        sampler = TokenSampler(req.sampling, self.device)
+        eos = set() if req.ignore_eos else self.eos
+
+        def step(info: StepInfo) -> None:
+            if req.cancelled.is_set():
+                raise Cancelled()
+            on_step(0, info, info.finish)
+
+        try:
+            self.spec.generate(req.prompt_ids, req.max_tokens, sampler, eos, step)
+        except Cancelled:
+            return
+
+    def check_fast_path(self, prompt: list[int], tokens: int) -> None:
+        """Use the compiled verify step only if it reproduces the eager tokens on a probe."""
+        if self.runner.compiled is None:
+            self.fast_path = {"compiled": False, "reason": "eager: not CUDA + static cache"}
+            return
+
+        def run(compiled: bool) -> list[int]:
+            self.spec.use_compiled = compiled
+            out: list[int] = []
+            self.run([Request(prompt, tokens, Sampling())], _collect(out))
+            return out
+
+        self.fast_path = probe_fast_path(run)
+        self.spec.use_compiled = bool(self.fast_path["compiled"])
+        if not self.fast_path["compiled"]:
+            self.notes.append(f"EAGLE3 verify runs eager: {self.fast_path['reason']}")
+
+    def config(self) -> dict[str, Any]:
+        return {
+            **super().config(),
+            "num_speculative_tokens": self.k,
+            "topology": {"kind": "chain", "k": self.k, "topk": 1, "num_draft_tokens": self.k},
+            "head": self.head.cfg.to_dict(),
+        }

@@ -1,0 +1,275 @@
+"""The transformers engine: a Hugging Face model served by specperf's own ``hf_server``.
+
+Why a child process and not an in-process model: the suite measures every engine the same way
+(OpenAI streaming chat + counter deltas, design.md), a crash or a hung CUDA kernel cannot take
+pytest down, and teardown is the shared process lifecycle (``ServerProcess``). The server counts
+acceptance per verify step in-process and serves it at ``/specperf/counters``.
+
+Methods: ``native`` (batched ``generate``), ``draft_model`` (transformers' assisted generation),
+``ngram`` (prompt lookup) and ``eagle3`` (specperf's own EAGLE3, specperf.eagle3). Speculative
+methods run at batch size 1; ``check_workload`` raises ``UnsupportedError`` for concurrency > 1
+so the suite can report a skip with that reason.
+
+EngineSpec options (``spec.options``): device (auto|cpu|cuda), compile (auto|off), cache
+(auto|static|dynamic), random_weights / draft_random_weights (random weights from config.json,
+for real model shapes without checkpoints), seed, threads, max_batch_size, probe_tokens.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from specperf.engines.base import Devices, Engine, EngineClient, EngineRecord, EngineSpec
+from specperf.engines.process import ServerProcess, device_key, free_port, redact_command
+from specperf.errors import ConfigError, EngineStartError, UnsupportedError
+from specperf.schemas import Counters
+
+KIND = "transformers"
+SERVER_MODULE = "specperf.engines.hf_server"
+ENGINE_NAME = "specperf-transformers"  # what /version answers (detection)
+METHODS = ("native", "eagle3", "draft_model", "ngram")
+SPECULATIVE = ("eagle3", "draft_model", "ngram")
+TIMEOUT_S = 10.0
+
+
+class TransformersClient(EngineClient):
+    """Client of a running hf_server (started by us or found by ``detect``)."""
+
+    kind = KIND
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
+        super().__init__(base_url, model, api_key)
+        self._config: dict[str, Any] | None = None
+
+    def _get(self, path: str) -> Any:
+        resp = httpx.get(
+            f"{self.base_url}{path}", headers=self.headers(), timeout=TIMEOUT_S, trust_env=False
+        )
+        resp.raise_for_status()
+        return resp.json()
+
+    def counters(self) -> Counters:
+        c = self._get("/specperf/counters")
+        per_pos = c.get("accepted_per_position")
+        extra = [
+            (k, float(c[k]))
+            for k in ("requests", "steps", "draft_time_s", "verify_time_s")
+            if c.get(k) is not None
+        ]
+        return Counters(
+            drafts=c.get("drafts"),
+            draft_tokens=c.get("draft_tokens"),
+            accepted_tokens=c.get("accepted_tokens"),
+            accepted_per_position=None if per_pos is None else tuple(float(x) for x in per_pos),
+            generation_tokens=c.get("generation_tokens"),
+            prompt_tokens=c.get("prompt_tokens"),
+            extra=tuple(extra),
+        )
+
+    def reset_prefix_cache(self) -> bool:
+        """transformers keeps no prefix cache between requests: nothing carries over."""
+        return True
+
+    def version(self) -> str | None:
+        try:
+            return str(self._get("/version").get("transformers"))
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def server_config(self) -> dict[str, Any]:
+        if self._config is None:
+            self._config = dict(self._get("/specperf/config"))
+        return self._config
+
+    def is_alive(self) -> bool:
+        try:
+            httpx.get(f"{self.base_url}/health", timeout=TIMEOUT_S, trust_env=False)
+        except httpx.TimeoutException:
+            return True
+        except httpx.TransportError:
+            return False
+        return True
+
+    def extract_token_ids(self, chunk: dict[str, Any]) -> list[int] | None:
+        choices = chunk.get("choices") or []
+        if not choices or not isinstance(choices[0], dict):
+            return None
+        ids = choices[0].get("token_ids")
+        return [int(i) for i in ids] if isinstance(ids, list) else None
+
+    def check_workload(self, workload: Any) -> None:
+        method = self.server_config().get("method")
+        conc = int(getattr(workload, "concurrency", 1))
+        if method in SPECULATIVE and conc > 1:
+            raise UnsupportedError(
+                f"transformers {method} runs at batch size 1; concurrency {conc} is not "
+                "supported (transformers' assisted decoding and specperf's EAGLE3 are bs=1)"
+            )
+
+    def notes(self) -> list[str]:
+        out = ["transformers engine: no prefix cache (reset is a no-op)"]
+        try:
+            cfg = self.server_config()
+        except (httpx.HTTPError, ValueError):
+            return out
+        out.extend(str(n) for n in cfg.get("notes") or [])
+        if cfg.get("method") == "ngram":
+            out.append("transformers prompt lookup: matches n-grams up to ngram_max only")
+        return out
+
+
+def detect(url: str, model: str | None, api_key: str | None) -> TransformersClient | None:
+    """``specperf bench --url``: our hf_server answers /version with its engine name."""
+    base = url.rstrip("/").removesuffix("/v1")
+    try:
+        resp = httpx.get(f"{base}/version", timeout=TIMEOUT_S, trust_env=False)
+        data = resp.json() if resp.is_success else {}
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("engine") != ENGINE_NAME:
+        return None
+    client = TransformersClient(base, model or "", api_key)
+    if not model:
+        client.model = str(client._get("/v1/models")["data"][0]["id"])
+    return client
+
+
+def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
+    """argv of the hf_server for ``spec`` (no secrets: the server takes none)."""
+    if spec.method not in METHODS:
+        raise ConfigError(
+            f"engine {spec.label!r}: method {spec.method!r} is not supported by the "
+            f"transformers engine (supported: {', '.join(METHODS)})"
+        )
+    if spec.method in SPECULATIVE and not spec.num_speculative_tokens:
+        raise ConfigError(
+            f"engine {spec.label!r}: method {spec.method} needs num_speculative_tokens"
+        )
+    if spec.method in ("eagle3", "draft_model") and not spec.draft_model:
+        raise ConfigError(f"engine {spec.label!r}: method {spec.method} needs a draft/head path")
+    cmd = [spec.python or sys.executable, "-m", SERVER_MODULE, "--model", spec.model]
+    cmd += ["--host", str(spec.option("host", "127.0.0.1")), "--port", str(port)]
+    cmd += ["--method", spec.method]
+    if spec.served_model_name:
+        cmd += ["--served-model-name", spec.served_model_name]
+    if spec.tokenizer:
+        cmd += ["--tokenizer", spec.tokenizer]
+    if spec.num_speculative_tokens:
+        cmd += ["--num-speculative-tokens", str(spec.num_speculative_tokens)]
+    if spec.draft_model:
+        cmd += ["--draft-model", spec.draft_model]
+    if spec.ngram_max:
+        cmd += ["--ngram-max", str(spec.ngram_max)]
+    if spec.dtype:
+        cmd += ["--dtype", spec.dtype]
+    if spec.max_model_len:
+        cmd += ["--max-model-len", str(spec.max_model_len)]
+    if spec.max_num_seqs:
+        cmd += ["--max-batch-size", str(spec.max_num_seqs)]
+    for opt, flag in (
+        ("device", "--device"),
+        ("compile", "--compile"),
+        ("cache", "--cache"),
+        ("seed", "--seed"),
+        ("max_batch_size", "--max-batch-size"),
+        ("probe_tokens", "--probe-tokens"),
+    ):
+        if spec.option(opt) is not None:
+            cmd += [flag, str(spec.option(opt))]
+    threads = spec.option("threads") or (len(devices.cpus) if devices.cpus else None)
+    if threads:
+        cmd += ["--threads", str(threads)]
+    if spec.option("random_weights"):
+        cmd.append("--random-weights")
+    if spec.option("draft_random_weights"):
+        cmd.append("--draft-random-weights")
+    return cmd + [str(a) for a in spec.extra_args]
+
+
+class TransformersEngine(Engine):
+    """Starts one hf_server for an EngineSpec of kind ``transformers``."""
+
+    def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
+        super().__init__(spec, devices, log_dir)
+        if spec.kind != KIND:
+            raise ConfigError(f"TransformersEngine given an engine of kind {spec.kind!r}")
+        self.port: int | None = None
+        self.server: ServerProcess | None = None
+        self.command: list[str] = []
+        self._client: TransformersClient | None = None
+        self._record: EngineRecord | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float) -> None:
+        if self.server is not None:
+            raise EngineStartError(f"{self.spec.label}: already started")
+        self.port = free_port()
+        self.command = build_command(self.spec, self.port, self.devices)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        log = self.log_dir / f"transformers-{self.spec.digest()}-{stamp}-{self.port}.log"
+        env = {**dict(self.spec.env), **self.devices.env(), "TOKENIZERS_PARALLELISM": "false"}
+        self.server = ServerProcess(
+            self.command,
+            log_path=log,
+            name=f"transformers engine {self.spec.label!r} ({self.spec.method})",
+            env=env,
+            cpus=self.devices.cpus,
+            device=device_key(self.devices),
+            digest=self.spec.digest(),
+        )
+        self.server.start(f"{self.base_url}/health", timeout_s)
+        self._client = TransformersClient(
+            self.base_url, self.spec.served_model_name or self.spec.model
+        )
+        self._client.server_config()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            if self._record is None and self.server.is_alive():
+                self._record = self._make_record()
+            self.server.stop()
+
+    def client(self) -> TransformersClient:
+        if self._client is None:
+            raise EngineStartError(f"{self.spec.label}: not started")
+        return self._client
+
+    def is_alive(self) -> bool:
+        return self.server is not None and self.server.is_alive()
+
+    def _make_record(self) -> EngineRecord:
+        cfg: dict[str, Any] = {}
+        version = None
+        notes: list[str] = []
+        if self._client is not None and self.is_alive():
+            try:
+                cfg = self._client.server_config()
+                version = cfg.get("versions", {}).get("transformers")
+                notes = list(cfg.get("notes") or [])
+            except (httpx.HTTPError, ValueError) as exc:
+                notes.append(f"server config unavailable: {exc}")
+        server = self.server
+        return EngineRecord(
+            kind=KIND,
+            label=self.spec.label,
+            version=version,
+            startup_s=server.startup_s if server else None,
+            command=redact_command(self.command),
+            server_config=cfg,
+            pid=server.pid if server else None,
+            log_path=str(server.log_path) if server else None,
+            notes=notes,
+        )
+
+    def record(self) -> EngineRecord:
+        if self.is_alive() or self._record is None:
+            self._record = self._make_record()
+        return self._record
