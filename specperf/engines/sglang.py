@@ -381,8 +381,11 @@ class MetricTotals:
     verify_calls: float | None = None
 
 
-def parse_metric_totals(text: str) -> MetricTotals:
-    """``/metrics`` text → totals (``_total`` samples only; ``_created`` skipped)."""
+def parse_metric_totals(text: str, *, with_verify: bool = False) -> MetricTotals:
+    """``/metrics`` text → totals (``_total`` samples only; ``_created`` skipped). A series
+    with no sample yet counts 0: SGLang's labelled counters appear with their first finished
+    request. ``with_verify``: the server's version has the verify counter, so its absence
+    means 0 too (otherwise it stays None: the version lacks it)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     sums: dict[str, float] = {}
@@ -391,11 +394,11 @@ def parse_metric_totals(text: str) -> MetricTotals:
             if sample.name in (_GEN, _PROMPT, _REQUESTS, _CACHED, _VERIFY):
                 sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
     return MetricTotals(
-        generation_tokens=sums.get(_GEN),
-        prompt_tokens=sums.get(_PROMPT),
-        num_requests=sums.get(_REQUESTS),
-        cached_tokens=sums.get(_CACHED),
-        verify_calls=sums.get(_VERIFY),
+        generation_tokens=sums.get(_GEN, 0.0),
+        prompt_tokens=sums.get(_PROMPT, 0.0),
+        num_requests=sums.get(_REQUESTS, 0.0),
+        cached_tokens=sums.get(_CACHED, 0.0),
+        verify_calls=sums.get(_VERIFY, 0.0 if with_verify else None),
     )
 
 
@@ -457,7 +460,7 @@ class PerRequestTotals:
             drafts=float(self.verify_ct),
             draft_tokens=float(self.verify_ct * depth) if depth is not None else None,
             accepted_tokens=float(self.correct_drafts),
-            accepted_per_position=tuple(float(x) for x in self.per_position) or None,
+            accepted_per_position=tuple(float(x) for x in self.per_position),
             generation_tokens=totals.generation_tokens,
             prompt_tokens=totals.prompt_tokens,
             prefix_cache_queries=totals.prompt_tokens,
@@ -562,7 +565,6 @@ class SglangClient(EngineClient):
         self._lock = threading.Lock()
         self._per_request = PerRequestTotals()
         self._mode: str | None = None  # "counters" | "per_request" | "none"
-        self._metrics_ok: bool | None = None
 
     # -- HTTP
 
@@ -614,10 +616,10 @@ class SglangClient(EngineClient):
         except httpx.HTTPError:
             return None
         if resp.status_code != 200:
-            self._metrics_ok = False
             return None
-        self._metrics_ok = True
-        return parse_metric_totals(resp.text)
+        version = self._version()
+        has_verify = version is not None and version >= VERIFY_COUNTER_SINCE
+        return parse_metric_totals(resp.text, with_verify=has_verify)
 
     # -- acceptance
 
@@ -712,7 +714,7 @@ class SglangClient(EngineClient):
                 "accepted = Σspec_num_correct_drafts"
             )
         else:
-            info = self.server_info() or {}
+            info = self.server_info(refresh=True) or {}
             avg = [
                 s.get("avg_spec_accept_length")
                 for s in info.get("internal_states") or []
@@ -891,23 +893,13 @@ class SglangEngine(Engine):
 # ---------------------------------------------------------------- engine environments
 
 # The smallest install in which SGLang's own argument parser runs (no GPU, no CUDA torch): the
-# wheel without its dependencies, plus the exact closure of what `sglang.srt.server_args` and
-# `prepare_server_args` import, pinned (pip --no-deps). torch is the CPU build that lies on
-# this machine's disk; triton is imported at module level by sglang's utils. Measured: see
-# docs/sglang.md. Serving needs the full CUDA install: SGLANG_SERVING_INSTALL.
-_COMMON_PINS: tuple[str, ...] = (
-    "torch==2.13.0",
-    "triton==3.8.0",
-    "filelock",
-    "fsspec",
-    "Jinja2",
-    "MarkupSafe",
-    "mpmath",
-    "networkx",
-    "sympy",
-    "typing_extensions",
-)
-PARSER_PINS: dict[str, tuple[str, ...]] = {}  # filled below
+# wheel without its dependencies (pip --no-deps) plus the exact closure of what
+# `sglang.srt.server_args` and `prepare_server_args` import, pinned. torch is the CPU build that
+# lies on this machine's disk (2.13.0+cpu); triton, imported at module level by sglang's utils,
+# too (3.8.0). 0.5.2 resolves its args at parse time, so it also needs transformers (its own
+# pin, 4.56.1), openai (1.99.1) and the model-config imports. Creation time: docs/sglang.md.
+# Serving needs the full CUDA install (`pip install sglang==X`), which this recipe is not.
+PARSER_PINS: dict[str, tuple[str, ...]] = {}
 
 
 def _pins(text: str) -> tuple[str, ...]:
@@ -917,13 +909,35 @@ def _pins(text: str) -> tuple[str, ...]:
 PARSER_PINS["0.5.23"] = _pins(
     """aiohappyeyeballs==2.7.1 aiohttp==3.14.5 aiosignal==1.4.0 annotated-types==0.8.0
     anyio==4.16.0 asttokens==3.0.2 attrs==26.1.0 certifi==2026.10.19.post1
-    charset-normalizer==3.5.3 executing==2.3.0 frozenlist==1.8.0 idna==3.20 ipython==9.18.1
-    ipython_pygments_lexers==1.1.1 jedi==0.20.1 matplotlib-inline==0.2.2 msgspec==0.23.0
-    multidict==7.2.1 numpy==2.4.6 orjson==3.13.0 packaging==26.4 parso==0.8.7 pexpect==4.9.0
-    pillow==13.0.0 prompt_toolkit==3.0.53 propcache==0.5.4 psutil==7.2.2 ptyprocess==0.7.0
-    pure_eval==0.2.4 pybase64==1.5.1 pydantic==2.14.4 pydantic_core==2.50.5 Pygments==2.21.0
-    pyzmq==27.3.0 requests==2.34.2 stack-data==0.6.3 starlette==1.10.0 tqdm==4.70.1
-    traitlets==5.16.1 typing-inspection==0.4.5 urllib3==2.8.0 wcwidth==0.9.4 yarl==1.25.1"""
+    charset-normalizer==3.5.3 executing==2.3.0 filelock==4.3.1 frozenlist==1.8.0
+    fsspec==2026.9.0 idna==3.20 ipython==9.18.1 ipython_pygments_lexers==1.1.1 jedi==0.20.1
+    Jinja2==3.1.6 MarkupSafe==3.0.4 matplotlib-inline==0.2.2 mpmath==1.3.0 msgspec==0.23.0
+    multidict==7.2.1 networkx==3.6.1 numpy==2.4.6 orjson==3.13.0 packaging==26.4 parso==0.8.7
+    pexpect==4.9.0 pillow==13.0.0 prompt_toolkit==3.0.53 propcache==0.5.4 psutil==7.2.2
+    ptyprocess==0.7.0 pure_eval==0.2.4 pybase64==1.5.1 pydantic==2.14.4 pydantic_core==2.50.5
+    Pygments==2.21.0 pyzmq==27.3.0 requests==2.34.2 stack-data==0.6.3 starlette==1.10.0
+    sympy==1.14.0 torch==2.13.0 tqdm==4.70.1 traitlets==5.16.1 triton==3.8.0
+    typing-inspection==0.4.5 typing_extensions==4.16.0 urllib3==2.8.0 wcwidth==0.9.4
+    yarl==1.25.1"""
+)
+PARSER_PINS["0.5.2"] = _pins(
+    """aiohappyeyeballs==2.7.1 aiohttp==3.14.5 aiosignal==1.4.0 annotated-doc==0.0.7
+    annotated-types==0.8.0 anyio==4.16.0 asttokens==3.0.2 attrs==26.1.0
+    certifi==2026.10.19.post1 charset-normalizer==3.5.3 compressed-tensors==0.20.1 dill==0.4.1
+    distro==1.9.0 einops==0.8.2 executing==2.3.0 fastapi==0.165.0 filelock==4.3.1
+    frozenlist==1.8.0 fsspec==2026.9.0 h11==0.16.0 hf-xet==1.8.0 httpcore==1.0.9 httpx==0.28.1
+    huggingface_hub==0.36.2 idna==3.20 ipython==9.18.1 ipython_pygments_lexers==1.1.1
+    jedi==0.20.1 Jinja2==3.1.6 jiter==0.19.0 loguru==0.7.3 MarkupSafe==3.0.4
+    matplotlib-inline==0.2.2 mpmath==1.3.0 msgspec==0.23.0 multidict==7.2.1 networkx==3.6.1
+    numpy==2.4.6 openai==1.99.1 opentelemetry-api==1.45.2 orjson==3.13.0 packaging==26.4
+    parso==0.8.7 partial-json-parser==0.2.1.1.post7 pexpect==4.9.0 pillow==13.0.0
+    prompt_toolkit==3.0.53 propcache==0.5.4 psutil==7.2.2 ptyprocess==0.7.0 pure_eval==0.2.4
+    pybase64==1.5.1 pydantic==2.14.4 pydantic_core==2.50.5 Pygments==2.21.0 PyYAML==6.0.4
+    pyzmq==27.3.0 regex==2026.11.19 requests==2.34.2 safetensors==0.8.0 sentencepiece==0.2.3
+    sniffio==1.3.1 stack-data==0.6.3 starlette==1.10.0 sympy==1.14.0 tokenizers==0.22.2
+    torch==2.13.0 tqdm==4.70.1 traitlets==5.16.1 transformers==4.56.1 triton==3.8.0
+    typing-inspection==0.4.5 typing_extensions==4.16.0 urllib3==2.8.0 wcwidth==0.9.4
+    yarl==1.25.1"""
 )
 # the release the parser pins were last resolved for (unknown versions reuse them)
 LATEST_PINNED = "0.5.23"
@@ -949,7 +963,7 @@ def env_recipe(requirement: str) -> Any:
         kind=KIND,
         requirement=requirement,
         name=f"sglang-{version}",
-        install=("--no-deps", f"sglang=={version}", *_COMMON_PINS, *pins),
+        install=("--no-deps", f"sglang=={version}", *pins),
         verify=verify,
         versions=("sglang", "torch", "triton", "transformers"),
     )

@@ -339,6 +339,7 @@ class StandinServer:
         runner = web.AppRunner(self.state.app, access_log=None, shutdown_timeout=1.0)
         loop.run_until_complete(runner.setup())
         loop.run_until_complete(web.SockSite(runner, sock).start())
+        self.state.started = time.monotonic()  # "starting" counts from listening
         self._ready.set()
         try:
             loop.run_forever()
@@ -407,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = web.AppRunner(app.app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
+        app.started = time.monotonic()
         if die_after is not None:
             await asyncio.sleep(die_after)
             print("stand-in: dying as asked", flush=True)
