@@ -12,7 +12,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -162,15 +161,14 @@ def connect(url: str, model: str | None, api_key: str | None) -> EngineClient:
 
 
 def _environment() -> dict[str, Any]:
-    from specperf import __version__
+    """The environment record of the machine running the client (the server may be remote:
+    its own configuration is in the engine record)."""
+    from specperf.environment import environment_record
 
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "specperf_version": __version__,
-        "cpu_count": os.cpu_count(),
-        "tool": "specperf bench",
-    }
+    env = environment_record()
+    env["tool"] = "specperf bench"
+    env["measured_from"] = "client machine"
+    return env
 
 
 def _fmt(v: Any, nd: int = 2) -> str:
