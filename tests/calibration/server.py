@@ -39,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.exposition import generate_latest
 
 RECENT_REQUESTS = 512
+SERVED_KEPT = 100_000  # per-request timing kept for /stats (bounded for long suite runs)
 
 
 @dataclass
@@ -212,7 +213,7 @@ class CalibrationApp:
         self.active = 0
         self.max_active = 0
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REQUESTS)
-        self.served: list[_ServedRequest] = []
+        self.served: deque[_ServedRequest] = deque(maxlen=SERVED_KEPT)
         self.app = web.Application()
         self.app.add_routes(
             [
