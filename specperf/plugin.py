@@ -127,6 +127,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="measure one item at a time on this host while every engine stays up",
     )
     g.addoption(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (1-based); (model, engine) groups stay whole",
+    )
+    g.addoption(
+        "--report",
+        action="store_true",
+        help="write report.md and report.html into the results directory at the end",
+    )
+    g.addoption(
         "--progress-every",
         type=int,
         default=0,
@@ -320,6 +331,20 @@ def pytest_collection_modifyitems(
         keep = [i for i in items if _item_of(i) is None]
         items[:] = keep
         return
+    shard = config.getoption("shard")
+    if shard:
+        from specperf.shard import parse_shard, select_shard
+
+        try:
+            index, total = parse_shard(shard)
+        except SpecperfError as exc:
+            raise pytest.UsageError(f"specperf: {exc}") from None
+        mine = {id(i) for i in select_shard(perf, index, total, key=lambda i: _item_of(i).group)}  # type: ignore[union-attr]
+        dropped = [i for i in perf if id(i) not in mine]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if id(i) not in {id(d) for d in dropped}]
+            perf = [i for i in perf if id(i) in mine]
     # stable order: the suite's run order (per (model, engine): native first, then methods)
     order = {id(i): n for n, i in enumerate(items)}
     state: _State = config.stash[_STATE]
@@ -546,6 +571,27 @@ class _Reporter:
             tr.write_line(f"FAIL (judged at the end of the session) {c.line()}", red=True)
         fails = sum(c.status == "fail" for c in checks)
         tr.write_line(f"results: {state.results_dir}  ({fails} failed check(s))")
+        self._report(tr)
+
+    def _report(self, tr: Any) -> None:
+        """The report helper's outputs: report files (--report) and the job summary when
+        $GITHUB_STEP_SUMMARY is set."""
+        state = self.state
+        want_report = self.config.getoption("report")
+        if not want_report and not os.environ.get("GITHUB_STEP_SUMMARY"):
+            return
+        try:
+            from specperf.report import terminal
+
+            if want_report:
+                text = terminal.session_summary(state.results_dir, state.checks)
+                for line in text.splitlines():
+                    if line.startswith(("report:", "report not written")):
+                        tr.write_line(line)
+            else:
+                terminal.write_step_summary(state.results_dir, state.checks)
+        except (ImportError, SpecperfError) as exc:
+            tr.write_line(f"report not written: {exc}")
 
 
 def _profile_from_results(results_dir: Path) -> str | None:

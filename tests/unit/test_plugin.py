@@ -433,3 +433,18 @@ def test_group_scope():
         == "specperf-group:m:vllm"
     )
     assert group_scope("t.py::test_other", groups) == "t.py::test_other"
+
+
+def test_shards_keep_groups_whole_and_cover_everything(perf):
+    seen = []
+    for i in (1, 2):
+        r = perf.runpytest_subprocess(
+            "-m", "perf", "--suite", "two.toml", "--collect-only", "-q", "--shard", f"{i}/2"
+        )
+        ids = [ln.split("[", 1)[1].rstrip("]") for ln in r.outlines if "::test_item[" in ln]
+        assert len({i.split("-")[0] for i in ids}) == 1  # one (model, engine) group per shard
+        seen += ids
+    assert len(seen) == len(set(seen)) == 8
+    r = perf.runpytest_subprocess("-m", "perf", "--suite", "two.toml", "--shard", "3/2")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--shard 3/2: INDEX must be between 1 and 2*"])
