@@ -52,7 +52,7 @@ def tiny() -> dict[str, str]:
     return {
         "model": str(model),
         "eagle3": str(testmodels.tiny_eagle3_path(model)),
-        "dflash": str(testmodels.ensure_tiny_dflash(model)),
+        "dflash": str(testmodels.ensure_tiny_dflash()),
     }
 
 
@@ -249,3 +249,16 @@ def test_launcher_matches_the_installed_entry_points(env: tuple[str, Version]) -
     cmd = sg.launcher(spec, version)
     assert cmd[-1] == ("serve" if has_cli else "sglang.launch_server")
     assert importlib.util.find_spec("sglang") is None  # the suite never imports sglang
+
+
+def test_the_parser_check_can_fail(env: tuple[str, Version]) -> None:
+    """A misspelt flag and a bad value are refused by SGLang's parser: the check is not vacuous."""
+    python, _ = env
+    out = sg.parse_with_sglang(
+        python,
+        [
+            ["--model-path", "/m", "--device", "cpu", "--speculative-num-stepz", "3"],
+            ["--model-path", "/m", "--device", "cpu", "--speculative-num-steps", "three"],
+        ],
+    )
+    assert [("argparse exit 2" in r.get("error", "")) for r in out["results"]] == [True, True]
