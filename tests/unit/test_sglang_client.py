@@ -237,3 +237,31 @@ def test_measure_per_request_fallback(standin: StandinServer, tmp_path: Path) ->
     steps, correct = expected_tokens([1, 2], 3, 15)
     assert summary["spec_decode_counters"]["drafts"] == 3 * steps
     assert summary["mean_acceptance_length"] == pytest.approx(1 + correct / steps)
+
+
+@pytest.mark.parametrize(
+    "standin", [{**EAGLE_TREE, "accept_pattern": [1, 3], "output_tokens": 12}], indirect=True
+)
+def test_bench_url_reads_acceptance_the_sglang_way(
+    standin: StandinServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`specperf bench --url` on SGLang: detected (no flag), MAL from SGLang's counters."""
+    from specperf.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"question {i}"}) + "\n" for i in range(6)))
+    out = tmp_path / "summary.json"
+    rc = main(
+        [
+            "bench", "--url", standin.url, "--dataset", str(prompts), "--concurrency", "2",
+            "--num-requests", "4", "--max-tokens", "12", "--output", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads(out.read_text())
+    steps, _ = expected_tokens([1, 3], 3, 12)  # tree: depth = steps = 3
+    assert summary["engine"] == "sglang"
+    assert summary["spec_decode_counters"]["drafts"] == 4 * steps
+    assert summary["mean_acceptance_length"] == pytest.approx(1 + (12 - 1 - steps) / steps)
+    assert summary["acceptance_rate"] == pytest.approx((12 - 1 - steps) / (3 * steps))
+    assert any("tree rates are not comparable" in n for n in summary["notes"])
