@@ -48,6 +48,7 @@ from typing import Any
 import httpx
 from packaging.version import InvalidVersion, Version
 
+from specperf.engines import container
 from specperf.engines.base import NATIVE, Devices, Engine, EngineClient, EngineRecord, EngineSpec
 from specperf.engines.process import ServerProcess, device_key, free_port, redact_command
 from specperf.errors import ConfigError, EngineStartError
@@ -787,25 +788,31 @@ class SglangEngine(Engine):
         self._record_cache: EngineRecord | None = None
         self._notes: list[str] = []
 
-    def plan(self, port: int) -> tuple[list[str], dict[str, str]]:
-        """(argv, env) after the fail-fast checks; nothing is started."""
+    def plan(self, port: int) -> tuple[list[str], dict[str, str], list[list[str]]]:
+        """(argv, env for the process, cleanup commands) after the fail-fast checks — the env's
+        own server, or the image's under ``docker run``; nothing is started."""
         self.sglang_version = spec_version(self.spec)
         check_supported(self.spec, self.sglang_version)
-        host = str(self.spec.option("host", "127.0.0.1"))
-        cmd = build_command(self.spec, port, host, self.sglang_version)
-        return cmd, server_env(self.spec, self.devices)
+        env = server_env(self.spec, self.devices)
+        if not self.spec.image:
+            host = str(self.spec.option("host", "127.0.0.1"))
+            return build_command(self.spec, port, host, self.sglang_version), env, []
+        serve = self.sglang_version is not None and self.sglang_version >= SERVE_CLI_SINCE
+        default_entry = ("sglang", "serve") if serve else ("python3", "-m", LAUNCH_MODULE)
+        entry = [str(a) for a in self.spec.option("container_entrypoint", default_entry)]
+        name = container.container_name(self.spec, port)
+        args = [*entry, *server_args(self.spec, "0.0.0.0", port)]
+        cmd = container.docker_run_command(
+            self.spec, self.devices, port, args, container.container_env(env), name
+        )
+        return cmd, {}, container.cleanup_commands(name)
 
     def start(self, timeout_s: float) -> None:
         if self.server is not None:
             raise EngineStartError(f"{self.spec.label}: already started")
-        if self.spec.image:
-            raise ConfigError(
-                f"engine {self.spec.label!r}: SGLang container images are not wired yet; "
-                'use an env (python = "env:sglang==X")'
-            )
         host = str(self.spec.option("host", "127.0.0.1"))
         port = free_port(host)
-        cmd, env = self.plan(port)
+        cmd, env, cleanup = self.plan(port)
         self.port = port
         self.command = cmd
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -818,6 +825,7 @@ class SglangEngine(Engine):
             cpus=self.devices.cpus,
             device=device_key(self.devices),
             digest=self.spec.digest(),
+            cleanup_commands=cleanup,
         )
         self.server.start(f"{self.base_url}{HEALTH_PATH}", timeout_s)
         client = SglangClient(self.base_url, self.spec.served_model_name or self.spec.model)

@@ -248,3 +248,33 @@ def test_env_recipe_is_the_small_parser_env() -> None:
     assert old.name == "sglang-0.5.2" and "transformers==4.56.1" in old.install
     with pytest.raises(ConfigError):
         sg.env_recipe("vllm==0.5.2")
+
+
+def test_container_plan_runs_the_images_server_on_all_interfaces_of_a_local_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No container runs here: a fake docker on PATH only has to exist for the plan."""
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("SPECPERF_DOCKER", str(fake))
+    s = spec(
+        "eagle3",
+        num_speculative_tokens=3,
+        draft_model=DRAFT,
+        image="lmsysorg/sglang:v0.5.23-cu129",
+    )
+    engine = sg.SglangEngine(s, Devices(gpus=("1",)), tmp_path)
+    cmd, env, cleanup = engine.plan(30123)
+    assert cmd[0] == str(fake) and cmd[1] == "run" and env == {}
+    assert "127.0.0.1:30123:30123" in cmd
+    image_at = cmd.index("lmsysorg/sglang:v0.5.23-cu129")
+    assert cmd[image_at + 1 : image_at + 3] == ["sglang", "serve"]
+    args = cmd[image_at + 3 :]
+    assert flag(args, "--host") == "0.0.0.0" and flag(args, "--port") == "30123"
+    assert flag(args, "--speculative-algorithm") == "EAGLE3"
+    assert cleanup and cleanup[0][0] == str(fake)
+    old = spec("mtp", num_speculative_tokens=1, image="lmsysorg/sglang:v0.5.2-cu126")
+    cmd, _, _ = sg.SglangEngine(old, Devices(), tmp_path).plan(1)
+    at = cmd.index("lmsysorg/sglang:v0.5.2-cu126")
+    assert cmd[at + 1 : at + 4] == ["python3", "-m", "sglang.launch_server"]
