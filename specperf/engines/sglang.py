@@ -566,6 +566,7 @@ class SglangClient(EngineClient):
         self._lock = threading.Lock()
         self._per_request = PerRequestTotals()
         self._mode: str | None = None  # "counters" | "per_request" | "none"
+        self._has_metrics: bool | None = None
 
     # -- HTTP
 
@@ -636,6 +637,7 @@ class SglangClient(EngineClient):
 
     def counters(self) -> Counters:
         totals = self.metric_totals()
+        self._has_metrics = totals is not None
         mode = self._choose_mode(totals)
         # first answer wins: a run's before/after snapshots must come from the same source
         with self._lock:
@@ -721,10 +723,17 @@ class SglangClient(EngineClient):
                 for s in info.get("internal_states") or []
                 if isinstance(s, Mapping)
             ]
+            version = self._version()
+            if self._has_metrics is False and version and version >= VERIFY_COUNTER_SINCE:
+                why = "exposes no /metrics (start it with --enable-metrics)"
+            else:
+                why = (
+                    f"has no verify counter (sglang:spec_verify_calls_total, from "
+                    f"{VERIFY_COUNTER_SINCE})"
+                )
             out.append(
-                f"SGLang {self.version() or '?'} has no verify counter (sglang:"
-                f"spec_verify_calls_total, from {VERIFY_COUNTER_SINCE}) and no per-request spec "
-                f"details in its OpenAI API (from {SPEC_DETAILS_SINCE}): acceptance not measured"
+                f"SGLang {self.version() or '?'} {why} and no per-request spec details in its "
+                f"OpenAI API (from {SPEC_DETAILS_SINCE}): acceptance not measured"
                 + (
                     f"; its own interval-folded avg_spec_accept_length since the last flush: "
                     f"{avg} (not a counter delta, not used)"

@@ -61,6 +61,8 @@ class Profile:
 PROFILES = {
     "0.5.23": Profile("0.5.23", server_info=True, verify_counter=True, spec_details=True),
     "0.5.2": Profile("0.5.2", server_info=False, verify_counter=False, spec_details=False),
+    # 0.5.16 wheel: /server_info and sglang:spec_verify_calls_total, no return_spec_tokens_details
+    "0.5.16": Profile("0.5.16", server_info=True, verify_counter=True, spec_details=False),
 }
 
 

@@ -265,3 +265,20 @@ def test_bench_url_reads_acceptance_the_sglang_way(
     assert summary["mean_acceptance_length"] == pytest.approx(1 + (12 - 1 - steps) / steps)
     assert summary["acceptance_rate"] == pytest.approx((12 - 1 - steps) / (3 * steps))
     assert any("tree rates are not comparable" in n for n in summary["notes"])
+
+
+@pytest.mark.parametrize(
+    "standin", [{**EAGLE3_CHAIN, "version": "0.5.16", "accept_pattern": [1]}], indirect=True
+)
+def test_0_5_16_counts_with_metrics_and_has_no_per_request_fallback(
+    standin: StandinServer,
+) -> None:
+    client = sg.SglangClient(standin.url, "standin-model")
+    before = client.counters()
+    chat(standin.url, "x", 9)  # prefill 1 + 4 steps of 2 tokens
+    assert client.counters().minus(before).drafts == 4
+    standin.state.cfg.enable_metrics = False  # the same version started without metrics
+    bare = sg.SglangClient(standin.url, "standin-model")
+    assert bare.counters().drafts is None
+    assert "return_spec_tokens_details" not in bare.adapt_request({})
+    assert "exposes no /metrics" in bare.notes()[0]
