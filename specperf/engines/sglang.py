@@ -958,7 +958,34 @@ PARSER_PINS["0.5.2"] = _pins(
 )
 # the release the parser pins were last resolved for (unknown versions reuse them)
 LATEST_PINNED = "0.5.23"
-VERIFY_ARGV = ("--model-path", "/nonexistent/specperf-verify", "--speculative-algorithm", "EAGLE3")
+# Verify = SGLang's own parser on an EAGLE3 command for a local config-only model (0.5.2
+# resolves its arguments while parsing and reads the model config: no hub, no weights).
+_VERIFY = r"""
+import json, os, shutil, tempfile
+from sglang.srt.server_args import prepare_server_args
+root = tempfile.mkdtemp(prefix="specperf-sglang-verify-")
+cfg = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2,
+       "num_key_value_heads": 1, "head_dim": 32, "vocab_size": 256, "rms_norm_eps": 1e-6,
+       "max_position_embeddings": 512, "rope_theta": 10000, "hidden_act": "silu",
+       "torch_dtype": "bfloat16"}
+for name, extra in (("target", {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                "num_hidden_layers": 2}),
+                    ("draft", {"architectures": ["LlamaForCausalLMEagle3"],
+                               "model_type": "llama", "num_hidden_layers": 1,
+                               "draft_vocab_size": 256})):
+    os.makedirs(os.path.join(root, name))
+    with open(os.path.join(root, name, "config.json"), "w") as fh:
+        json.dump({**cfg, **extra}, fh)
+a = prepare_server_args([
+    "--model-path", os.path.join(root, "target"), "--device", "cpu",
+    "--mem-fraction-static", "0.8", "--speculative-algorithm", "EAGLE3",
+    "--speculative-draft-model-path", os.path.join(root, "draft"),
+    "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+    "--speculative-num-draft-tokens", "4"])
+assert (a.speculative_algorithm, a.speculative_num_steps) == ("EAGLE3", 3), a
+shutil.rmtree(root, ignore_errors=True)
+print("sglang parser ok")
+"""
 
 
 def env_recipe(requirement: str) -> Any:
@@ -969,19 +996,12 @@ def env_recipe(requirement: str) -> Any:
     if dist != "sglang":
         raise ConfigError(f"{requirement}: the sglang recipe knows sglang==X")
     pins = PARSER_PINS.get(version, PARSER_PINS[LATEST_PINNED])
-    verify = (
-        "import json, sys\n"
-        "from sglang.srt.server_args import prepare_server_args\n"
-        f"argv = {list(VERIFY_ARGV)!r} + ['--mem-fraction-static', '0.8', '--device', 'cpu']\n"
-        "a = prepare_server_args(argv)\n"
-        "assert a.speculative_algorithm == 'EAGLE3', a.speculative_algorithm\n"
-    )
     return EnvRecipe(
         kind=KIND,
         requirement=requirement,
         name=f"sglang-{version}",
         install=("--no-deps", f"sglang=={version}", *pins),
-        verify=verify,
+        verify=_VERIFY,
         versions=("sglang", "torch", "triton", "transformers"),
     )
 
