@@ -197,8 +197,20 @@ def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
         passed = diff <= (ROUNDING if rule == "abs" else TOLERANCE)
         ok &= passed
         out[key] = {"specperf": a, "vllm": b, "diff": diff, "rule": rule, "pass": passed}
+        if rule == "rel":  # noise check: specperf/vllm per round (adjacent runs), geometric mean
+            ratios = [
+                _round_value(rows, "specperf bench", r, key)
+                / _round_value(rows, "vllm bench serve", r, key)
+                for r in sorted({row["round"] for row in rows})
+            ]
+            out[key]["paired_ratios"] = ratios
+            out[key]["paired_ratio_geomean"] = statistics.geometric_mean(ratios)
     out["pass"] = ok
     return out
+
+
+def _round_value(rows: list[dict[str, Any]], client: str, rnd: int, key: str) -> float:
+    return next(r[key] for r in rows if r["client"] == client and r["round"] == rnd)
 
 
 def print_table(rows: list[dict[str, Any]], verdict: dict[str, Any]) -> None:
@@ -215,6 +227,8 @@ def print_table(rows: list[dict[str, Any]], verdict: dict[str, Any]) -> None:
     for key in ("mal", "acceptance_rate", "output_tok_s", "tpot_ms"):
         v = verdict[key]
         how = f"|diff| {v['diff']:.4f}" if v["rule"] == "abs" else f"rel diff {v['diff']:.1%}"
+        if "paired_ratio_geomean" in v:
+            how += f" (paired ratio geomean {v['paired_ratio_geomean']:.3f})"
         print(
             f"{key:<16} specperf {v['specperf']:.4f}  vllm {v['vllm']:.4f}  {how}  "
             f"{'PASS' if v['pass'] else 'FAIL'}"
