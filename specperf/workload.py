@@ -51,6 +51,7 @@ WARMUP_PROMPTS: tuple[str, ...] = (
 )
 
 LIVENESS_INTERVAL_S = 1.0
+LIVENESS_CONFIRM_S = 0.5
 COUNTER_SETTLE_INTERVAL_S = 0.25
 COUNTER_SETTLE_TRIES = 8
 DEFAULT_TIMEOUT_BASE_S = 30.0
@@ -313,14 +314,22 @@ class _Runner:
 
     # -- liveness ----------------------------------------------------------------------------
     async def check_alive(self) -> bool:
-        try:
-            alive = await asyncio.to_thread(self.client.is_alive)
-        except Exception:  # a liveness probe that errors says nothing about death
-            return True
-        if not alive and not self.engine_died:
-            self.engine_died = True
-            self.stop_reason = "engine died"
-        return alive
+        """Dead only when two probes LIVENESS_CONFIRM_S apart both say so: a busy engine
+        whose health endpoint answers slowly once must not end the item."""
+        if self.engine_died:
+            return False
+        for attempt in range(2):
+            try:
+                alive = await asyncio.to_thread(self.client.is_alive)
+            except Exception:  # a liveness probe that errors says nothing about death
+                return True
+            if alive:
+                return True
+            if attempt == 0:
+                await asyncio.sleep(LIVENESS_CONFIRM_S)
+        self.engine_died = True
+        self.stop_reason = "engine died"
+        return False
 
 
 def _messages(item: PromptItem) -> list[dict[str, str]]:

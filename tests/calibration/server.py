@@ -524,6 +524,10 @@ class CalibrationServer:
             loop.run_forever()
         finally:
             loop.run_until_complete(self._runner.cleanup())
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     def update(self, **changes: Any) -> None:
