@@ -100,6 +100,7 @@ class Counters:
         with self.lock:
             spec = self.speculative
             return {
+                **cuda_memory(),
                 "requests": self.requests,
                 "prompt_tokens": self.prompt_tokens,
                 "generation_tokens": self.generation_tokens,
@@ -111,6 +112,17 @@ class Counters:
                 "draft_time_s": self.draft_time_s if self.timed else None,
                 "verify_time_s": self.verify_time_s if self.timed else None,
             }
+
+
+def cuda_memory() -> dict[str, int]:
+    """This process' CUDA allocator figures (empty on CPU)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    return {
+        "cuda_memory_allocated_bytes": int(torch.cuda.memory_allocated()),
+        "cuda_max_memory_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+        "cuda_memory_reserved_bytes": int(torch.cuda.memory_reserved()),
+    }
 
 
 def sync(device: torch.device) -> None:
@@ -131,10 +143,11 @@ def neutral_generation_config(model: Any, eos_ids: Sequence[int], pad_id: int) -
     )
 
 
-def sampling_kwargs(s: Sampling) -> dict[str, Any]:
-    """``generate`` arguments for a request's sampling (every one explicit)."""
+def sampling_fields(s: Sampling) -> dict[str, Any]:
+    """GenerationConfig fields for a request's sampling (every one explicit; greedy keeps the
+    library's neutral values so transformers warns about nothing)."""
     if s.greedy:
-        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        return {"do_sample": False}
     return {
         "do_sample": True,
         "temperature": s.temperature,
@@ -324,6 +337,8 @@ class GenerateBackend(Backend):
         self.counter = CandidateCounter()
         base = neutral_generation_config(model, sorted(eos_ids), pad_id)
         self.base_config = base
+        # the checkpoint's defaults must not fill in anything (see neutral_generation_config)
+        model.generation_config = copy.deepcopy(base)
         if method != "native":
             self.counter.install(model)
         if method == "draft_model":
@@ -346,21 +361,22 @@ class GenerateBackend(Backend):
         return cache
 
     def _kwargs(self, reqs: Sequence[Request], disable_compile: bool) -> dict[str, Any]:
+        """One complete GenerationConfig (no loose generation kwargs: transformers 5 merges
+        those with the config in ways that moved between releases)."""
         first = reqs[0]
         gc = copy.deepcopy(self.base_config)
         if first.ignore_eos:
             gc.eos_token_id = None
         gc.disable_compile = disable_compile
-        kw: dict[str, Any] = {
-            "generation_config": gc,
-            "max_new_tokens": first.max_tokens,
-            **sampling_kwargs(first.sampling),
-        }
+        gc.max_new_tokens = first.max_tokens
+        for k, v in sampling_fields(first.sampling).items():
+            setattr(gc, k, v)
+        kw: dict[str, Any] = {"generation_config": gc}
         if self.method == "draft_model":
             kw["assistant_model"] = self.draft
         elif self.method == "ngram":
-            kw["prompt_lookup_num_tokens"] = self.k
-            kw["max_matching_ngram_size"] = self.ngram_max
+            gc.prompt_lookup_num_tokens = self.k
+            gc.max_matching_ngram_size = self.ngram_max
         if self.static_cache:
             kw[self._kw] = self._cache(len(reqs))
         return kw

@@ -35,6 +35,17 @@ ENGINE_NAME = "specperf-transformers"  # what /version answers (detection)
 METHODS = ("native", "eagle3", "draft_model", "ngram")
 SPECULATIVE = ("eagle3", "draft_model", "ngram")
 TIMEOUT_S = 10.0
+# served beside the acceptance counters: steps and EAGLE3's draft/verify seconds (per-step
+# overhead), and the server's CUDA memory (raw values; deltas of these mean nothing)
+EXTRA_COUNTERS = (
+    "requests",
+    "steps",
+    "draft_time_s",
+    "verify_time_s",
+    "cuda_memory_allocated_bytes",
+    "cuda_max_memory_allocated_bytes",
+    "cuda_memory_reserved_bytes",
+)
 
 
 class TransformersClient(EngineClient):
@@ -56,11 +67,7 @@ class TransformersClient(EngineClient):
     def counters(self) -> Counters:
         c = self._get("/specperf/counters")
         per_pos = c.get("accepted_per_position")
-        extra = [
-            (k, float(c[k]))
-            for k in ("requests", "steps", "draft_time_s", "verify_time_s")
-            if c.get(k) is not None
-        ]
+        extra = [(k, float(c[k])) for k in EXTRA_COUNTERS if c.get(k) is not None]
         return Counters(
             drafts=c.get("drafts"),
             draft_tokens=c.get("draft_tokens"),
@@ -139,6 +146,11 @@ def detect(url: str, model: str | None, api_key: str | None) -> TransformersClie
     return client
 
 
+def _path(p: str) -> str:
+    """Local paths may start with ~ (suite settings); anything else passes unchanged."""
+    return str(Path(p).expanduser()) if p.startswith("~") else p
+
+
 def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
     """argv of the hf_server for ``spec`` (no secrets: the server takes none)."""
     if spec.method not in METHODS:
@@ -152,17 +164,17 @@ def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
         )
     if spec.method in ("eagle3", "draft_model") and not spec.draft_model:
         raise ConfigError(f"engine {spec.label!r}: method {spec.method} needs a draft/head path")
-    cmd = [spec.python or sys.executable, "-m", SERVER_MODULE, "--model", spec.model]
+    cmd = [spec.python or sys.executable, "-m", SERVER_MODULE, "--model", _path(spec.model)]
     cmd += ["--host", str(spec.option("host", "127.0.0.1")), "--port", str(port)]
     cmd += ["--method", spec.method]
     if spec.served_model_name:
         cmd += ["--served-model-name", spec.served_model_name]
     if spec.tokenizer:
-        cmd += ["--tokenizer", spec.tokenizer]
+        cmd += ["--tokenizer", _path(spec.tokenizer)]
     if spec.num_speculative_tokens:
         cmd += ["--num-speculative-tokens", str(spec.num_speculative_tokens)]
     if spec.draft_model:
-        cmd += ["--draft-model", spec.draft_model]
+        cmd += ["--draft-model", _path(spec.draft_model)]
     if spec.ngram_max:
         cmd += ["--ngram-max", str(spec.ngram_max)]
     if spec.dtype:

@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""The transformers suite on a CUDA box, end to end (issue 5): build random-weight model configs,
+run ``pytest -m perf -n 1`` with the h200-transformers suite (a pass that writes the baseline and
+a pass that checks against it), sample NVML beside it, and report the figures.
+
+    python scripts/gpu_run.py --out OUT                 # both passes (update, then check)
+    python scripts/gpu_run.py --out OUT --passes update # one pass
+    python scripts/gpu_run.py --out OUT --shapes tiny --device cpu   # dry run without a GPU
+
+Writes OUT/gpu_run.json (everything), OUT/gpu_run.md (the tables), OUT/pytest-<pass>.log, the
+baseline file and OUT/results.tar.gz (every item's summary.json, requests.jsonl, engine logs).
+
+Figures reported per item: output tok/s, TPOT/TTFT p50, decode tok/s p50, MAL; for EAGLE3 the
+per-step cost split (draft phase and verify phase seconds per verify step, from the engine's
+counters) against native's per-token step (TPOT p50); native's share of the HBM roofline
+(roofline tok/s = HBM bandwidth / bf16 weight bytes, 4.8 TB/s for an H200); NVML per item
+(clocks, power, temperature, throttle reasons, memory) from samples inside each item's window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SUITE = ROOT / "specperf" / "suites" / "h200-transformers.toml"
+HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
+
+# Real shapes (public config.json values) — random weights are made from these on the device.
+QWEN3_8B = {
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+}
+QWEN3_06B = {
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": True,
+}
+EAGLE3_8B = {  # the published Qwen3-8B EAGLE3 heads' shape
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "draft_vocab_size": 32000,
+    "aux": [2, 18, 33],
+    "max_position_embeddings": 40960,
+}
+TINY_T = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+TINY_D = {**TINY_T, "num_hidden_layers": 2, "tie_word_embeddings": True}
+TINY_E = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "draft_vocab_size": 512,
+    "aux": [1, 2, 3],
+    "max_position_embeddings": 4096,
+}
+
+
+def qwen3_config(shape: dict[str, Any], eos: int, bos: int) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "rope_scaling": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "max_window_layers": shape["num_hidden_layers"],
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "torch_dtype": "bfloat16",
+        **shape,
+    }
+
+
+def eagle3_config(shape: dict[str, Any]) -> dict[str, Any]:
+    from specperf.eagle3.config import Eagle3Config
+
+    s = dict(shape)
+    aux = tuple(s.pop("aux"))
+    cfg = Eagle3Config(
+        aux_layer_ids=aux,
+        target_hidden_size=s["hidden_size"],
+        rope_theta=1000000.0,
+        **s,
+    )
+    return {**cfg.to_json(), "torch_dtype": "bfloat16"}
+
+
+def build_models(models_dir: Path, shapes: str) -> dict[str, str]:
+    """config.json (+ the tiny tokenizer, whose ids the random model's vocabulary covers) for
+    target, draft and EAGLE3 head. The tokenizer has 2048 tokens: ids above decode to nothing,
+    and the token ids streamed per chunk carry the output."""
+    from specperf.testmodels import ensure_tiny_model
+
+    tiny = ensure_tiny_model()
+    tok_cfg = json.loads((tiny / "config.json").read_text())
+    eos, bos = int(tok_cfg["eos_token_id"]), int(tok_cfg["bos_token_id"])
+    if shapes == "qwen3-8b":
+        target, draft, head = QWEN3_8B, QWEN3_06B, EAGLE3_8B
+    else:
+        vocab = int(tok_cfg["vocab_size"])
+        target, draft = {**TINY_T, "vocab_size": vocab}, {**TINY_D, "vocab_size": vocab}
+        head = {**TINY_E, "vocab_size": vocab}
+    out = {}
+    for name, cfg in (
+        ("qwen3-8b-shape", qwen3_config(target, eos, bos)),
+        ("qwen3-0.6b-shape", qwen3_config(draft, eos, bos)),
+        ("qwen3-8b-eagle3-shape", eagle3_config(head)),
+    ):
+        d = models_dir / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        if "eagle3" not in name:
+            for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+                shutil.copy(tiny / f, d / f)
+            gen = {"eos_token_id": eos, "bos_token_id": bos, "pad_token_id": 0}
+            (d / "generation_config.json").write_text(json.dumps(gen) + "\n")
+        out[name] = str(d)
+    return out
+
+
+def gpu_indices() -> list[int]:
+    try:
+        import torch
+
+        return list(range(torch.cuda.device_count()))
+    except Exception:
+        return []
+
+
+def run_pass(
+    name: str, args: argparse.Namespace, models_dir: Path, results: Path, log: Path
+) -> dict[str, Any]:
+    """One ``pytest -m perf -n 1`` pass with NVML sampled in this process meanwhile."""
+    from importlib.metadata import entry_points
+
+    from specperf.environment import GpuSampler
+
+    cmd = [sys.executable, "-m", "pytest", "tests/perf", "-m", "perf", "-n", "1"]
+    if not any(ep.value.startswith("specperf") for ep in entry_points(group="pytest11")):
+        cmd += ["-p", "specperf.plugin"]  # not pip-installed (e.g. a bare CUDA image)
+    cmd += ["--suite", str(SUITE), "--setting", f"models_dir={models_dir}"]
+    cmd += ["--setting", f"device={args.device}"]
+    cmd += ["--results-dir", str(results), "--baselines-dir", str(args.baselines_dir)]
+    cmd += ["-p", "no:cacheprovider", "-rA", "--benchmark-disable"]
+    if name == "update":
+        cmd += ["--update-baselines"]
+    cmd += args.pytest_args
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    print(f"== pass {name}: {' '.join(cmd)}", flush=True)
+    sampler = GpuSampler(gpu_indices(), interval_s=0.25)
+    wall0 = time.time()  # sample t=0 (the sampler counts from its start)
+    sampler.start()
+    started = time.time()
+    with log.open("w") as fh:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    sampler.stop()
+    tail = log.read_text(errors="replace").splitlines()[-25:]
+    print("\n".join(tail), flush=True)
+    return {
+        "pass": name,
+        "command": cmd,
+        "exit_code": proc.returncode,
+        "seconds": round(time.time() - started, 1),
+        "results_dir": str(results),
+        "samples": sampler.samples,
+        "sampler_error": sampler.error,
+        "samples_wall0": wall0,
+        "log_tail": tail,
+    }
+
+
+def _pct(stats: Any, key: str = "p50") -> float | None:
+    return stats.get(key) if isinstance(stats, dict) else None
+
+
+def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    eng = (summary.get("environment") or {}).get("engine") or {}
+    cfg = eng.get("server_config") or {}
+    backend = cfg.get("backend") or {}
+    before = (summary.get("counters") or {}).get("before") or {}
+    after = (summary.get("counters") or {}).get("after") or {}
+    bx, ax = before.get("extra") or {}, after.get("extra") or {}
+    drafts = (after.get("drafts") or 0) - (before.get("drafts") or 0)
+    fig: dict[str, Any] = {
+        "method": summary.get("method"),
+        "completed": summary.get("completed"),
+        "failed": summary.get("failed"),
+        "output_tokens": summary.get("output_tokens"),
+        "output_tok_s": summary.get("output_throughput_tok_s"),
+        "tpot_ms_p50": _pct(summary.get("tpot_ms")),
+        "ttft_ms_p50": _pct(summary.get("ttft_ms")),
+        "decode_tok_s_p50": _pct(summary.get("decode_tok_s")),
+        "tokens_per_chunk": summary.get("tokens_per_chunk"),
+        "mal": summary.get("mean_acceptance_length"),
+        "acceptance_rate": summary.get("acceptance_rate"),
+        "per_position": summary.get("per_position_acceptance"),
+        "fast_path": backend.get("fast_path"),
+        "startup_s": eng.get("startup_s"),
+        "weight_bytes": cfg.get("weight_bytes"),
+        "device_name": cfg.get("device_name"),
+        "versions": cfg.get("versions"),
+        "cuda_max_memory_allocated_gib": round(ax["cuda_max_memory_allocated_bytes"] / 2**30, 2)
+        if "cuda_max_memory_allocated_bytes" in ax
+        else None,
+        "cuda_memory_reserved_gib": round(ax["cuda_memory_reserved_bytes"] / 2**30, 2)
+        if "cuda_memory_reserved_bytes" in ax
+        else None,
+        "engine_pid": eng.get("pid"),
+        "notes": summary.get("notes"),
+    }
+    if drafts and "draft_time_s" in ax:
+        fig["draft_ms_per_step"] = 1000 * (ax["draft_time_s"] - bx.get("draft_time_s", 0)) / drafts
+        fig["verify_ms_per_step"] = (
+            1000 * (ax["verify_time_s"] - bx.get("verify_time_s", 0)) / drafts
+        )
+    return fig
+
+
+def collect(passes: list[dict[str, Any]], hbm: float) -> dict[str, Any]:
+    from specperf.environment import summarize_samples
+
+    out: dict[str, Any] = {}
+    for p in passes:
+        rows: dict[str, Any] = {}
+        for s_path in sorted(Path(p["results_dir"]).glob("*/summary.json")):
+            s = json.loads(s_path.read_text())
+            fig = item_figures(s)
+            wc = s.get("wall_clock") or {}
+            if p["samples"] and wc:
+                lo, hi = wc["started"] - p["samples_wall0"], wc["finished"] - p["samples_wall0"]
+                window = [r for r in p["samples"] if lo <= r["t"] <= hi]
+                allowed = {fig["engine_pid"]} if fig["engine_pid"] else set()
+                fig["nvml"] = summarize_samples(window, allowed)
+            rows[s_path.parent.name] = fig
+        native = next((f for f in rows.values() if f["method"] == "native"), None)
+        for f in rows.values():
+            if native and native.get("output_tok_s") and f.get("output_tok_s"):
+                f["speedup_vs_native"] = f["output_tok_s"] / native["output_tok_s"]
+            if native and f.get("draft_ms_per_step") is not None and native.get("tpot_ms_p50"):
+                step = f["draft_ms_per_step"] + f["verify_ms_per_step"]
+                f["eagle3_step_ms"] = step
+                f["native_step_ms"] = native["tpot_ms_p50"]
+                f["overhead_ms_per_step"] = step - native["tpot_ms_p50"]
+                f["overhead_ratio"] = step / native["tpot_ms_p50"]
+        roof = None
+        if native and native.get("weight_bytes"):
+            roof_tok_s = hbm / native["weight_bytes"]
+            dec = native.get("decode_tok_s_p50")
+            roof = {
+                "weight_gb": native["weight_bytes"] / 1e9,
+                "hbm_tb_s": hbm / 1e12,
+                "roofline_tok_s": roof_tok_s,
+                "native_decode_tok_s_p50": dec,
+                "native_share": dec / roof_tok_s if dec else None,
+                "native_output_tok_s_share": (native.get("output_tok_s") or 0) / roof_tok_s,
+            }
+        out[p["pass"]] = {
+            "exit_code": p["exit_code"],
+            "seconds": p["seconds"],
+            "items": rows,
+            "roofline": roof,
+            "nvml_all": summarize_samples(p["samples"]) if p["samples"] else None,
+            "sampler_error": p["sampler_error"],
+        }
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# gpu_run {report['started']}", "", f"device: {report['device']}", ""]
+    for name, p in report["passes"].items():
+        lines += [f"## pass {name} (exit {p['exit_code']}, {p['seconds']} s)", ""]
+        lines.append(
+            "| item | tok/s | TPOT p50 ms | TTFT p50 ms | MAL | draft ms/step | verify ms/step "
+            "| x native | fast path | max alloc GiB | SM MHz mean | W mean |"
+        )
+        lines.append("|" + "---|" * 12)
+        for item, f in p["items"].items():
+            nv = ((f.get("nvml") or {}).get("gpus") or {}).get("0") or {}
+
+            def n(v: Any, fmt: str = ".1f") -> str:
+                return "-" if v is None else format(v, fmt)
+
+            fp = "compiled" if (f.get("fast_path") or {}).get("compiled") else "eager"
+            draft, verify = f.get("draft_ms_per_step"), f.get("verify_ms_per_step")
+            lines.append(
+                f"| {item} | {n(f['output_tok_s'])} | {n(f['tpot_ms_p50'], '.2f')} "
+                f"| {n(f['ttft_ms_p50'])} | {n(f['mal'], '.3f')} "
+                f"| {n(draft, '.2f')} | {n(verify, '.2f')} "
+                f"| {n(f.get('speedup_vs_native'), '.2f')} | {fp} "
+                f"| {n(f.get('cuda_max_memory_allocated_gib'), '.2f')} "
+                f"| {n((nv.get('sm_clock_mhz') or {}).get('mean'), '.0f')} "
+                f"| {n((nv.get('power_w') or {}).get('mean'), '.0f')} |"
+            )
+        if p.get("roofline"):
+            r = p["roofline"]
+            lines += [
+                "",
+                f"roofline: {r['weight_gb']:.2f} GB of weights at {r['hbm_tb_s']} TB/s = "
+                f"{r['roofline_tok_s']:.0f} tok/s; native decode p50 "
+                f"{n(r['native_decode_tok_s_p50'])} tok/s = "
+                f"{n((r['native_share'] or 0) * 100)}% of it",
+            ]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--shapes", choices=("qwen3-8b", "tiny"), default="qwen3-8b")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--passes", default="update,check", help="comma list of update|check")
+    ap.add_argument("--models-dir", type=Path, default=None)
+    ap.add_argument("--baselines-dir", type=Path, default=ROOT / "baselines")
+    ap.add_argument("--work", type=Path, default=None, help="results root (default OUT/work)")
+    ap.add_argument("--hbm-tb-s", type=float, default=HBM_BYTES_PER_S / 1e12)
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    models_dir = args.models_dir or Path.home() / ".cache/specperf/models" / f"shapes-{args.shapes}"
+    work = args.work or Path("/tmp") / f"specperf-gpu-run-{os.getpid()}"
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")
+    t0 = time.monotonic()
+    models = build_models(models_dir, args.shapes)
+    print(f"models: {models} ({time.monotonic() - t0:.1f}s)", flush=True)
+    import torch
+    import transformers
+
+    device = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cuda": torch.version.cuda,
+        "gpus": [torch.cuda.get_device_name(i) for i in gpu_indices()],
+    }
+    passes = []
+    for name in [p for p in args.passes.split(",") if p]:
+        res = work / f"results-{name}"
+        passes.append(run_pass(name, args, models_dir, res, args.out / f"pytest-{name}.log"))
+    report = {
+        "started": started,
+        "device": device,
+        "models": models,
+        "suite": str(SUITE.relative_to(ROOT)),
+        "passes": collect(passes, args.hbm_tb_s * 1e12),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (args.out / "gpu_run.md").write_text(markdown(report))
+    for f in args.baselines_dir.glob("*.json"):  # the baseline file(s) this run wrote
+        if f.stat().st_mtime >= time.time() - report["seconds"] - 5:
+            shutil.copy(f, args.out / f"baseline-{f.name}")
+    with tarfile.open(args.out / "results.tar.gz", "w:gz") as tar:
+        for p in passes:
+            tar.add(p["results_dir"], arcname=Path(p["results_dir"]).name)
+    print(markdown(report), flush=True)
+    return max((p["exit_code"] for p in passes), default=0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
