@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -199,14 +200,28 @@ def run_pass(
     sampler.start()
     started = time.time()
     with log.open("w") as fh:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            code = proc.wait(timeout=args.pass_timeout)
+        except subprocess.TimeoutExpired:
+            # the whole pytest group: engines die with their owner (ServerProcess watchdog)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            code = 124
+            fh.write(f"\n# gpu_run: pass {name} stopped after {args.pass_timeout:.0f} s\n")
     sampler.stop()
     tail = log.read_text(errors="replace").splitlines()[-25:]
     print("\n".join(tail), flush=True)
     return {
         "pass": name,
         "command": cmd,
-        "exit_code": proc.returncode,
+        "exit_code": code,
         "seconds": round(time.time() - started, 1),
         "results_dir": str(results),
         "samples": sampler.samples,
@@ -361,6 +376,7 @@ def main() -> int:
     ap.add_argument("--baselines-dir", type=Path, default=ROOT / "baselines")
     ap.add_argument("--work", type=Path, default=None, help="results root (default OUT/work)")
     ap.add_argument("--hbm-tb-s", type=float, default=HBM_BYTES_PER_S / 1e12)
+    ap.add_argument("--pass-timeout", type=float, default=3600.0, help="seconds per pass")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
