@@ -7,8 +7,9 @@ a pass that checks against it), sample NVML beside it, and report the figures.
     python scripts/gpu_run.py --out OUT --passes update # one pass
     python scripts/gpu_run.py --out OUT --shapes tiny --device cpu   # dry run without a GPU
 
-Writes OUT/gpu_run.json (everything), OUT/gpu_run.md (the tables), OUT/pytest-<pass>.log, the
-baseline file and OUT/results.tar.gz (every item's summary.json, requests.jsonl, engine logs).
+Writes OUT/gpu_run.json (everything), OUT/pytest-<pass>.log, the baseline file it wrote and
+OUT/results.tar.gz (every item's summary.json, requests.jsonl, engine logs); prints the tables
+(``--markdown OUT/gpu_run.json`` prints them again from a saved run).
 
 Figures reported per item: output tok/s, TPOT/TTFT p50, decode tok/s p50, MAL; for EAGLE3 the
 per-step cost split (draft phase and verify phase seconds per verify step, from the engine's
@@ -368,7 +369,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, default=Path("gpu-run-out"))
     ap.add_argument("--shapes", choices=("qwen3-8b", "tiny"), default="qwen3-8b")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--passes", default="update,check", help="comma list of update|check")
@@ -378,7 +379,11 @@ def main() -> int:
     ap.add_argument("--hbm-tb-s", type=float, default=HBM_BYTES_PER_S / 1e12)
     ap.add_argument("--pass-timeout", type=float, default=3600.0, help="seconds per pass")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    ap.add_argument("--markdown", type=Path, default=None, help="print the tables of a run")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     models_dir = args.models_dir or Path.home() / ".cache/specperf/models" / f"shapes-{args.shapes}"
     work = args.work or Path("/tmp") / f"specperf-gpu-run-{os.getpid()}"
@@ -408,7 +413,6 @@ def main() -> int:
         "seconds": round(time.monotonic() - t0, 1),
     }
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (args.out / "gpu_run.md").write_text(markdown(report))
     for f in args.baselines_dir.glob("*.json"):  # the baseline file(s) this run wrote
         if f.stat().st_mtime >= time.time() - report["seconds"] - 5:
             shutil.copy(f, args.out / f"baseline-{f.name}")
