@@ -15,6 +15,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -31,9 +32,36 @@ from specperf.errors import ConfigError
 SCHEMA = 1
 SOURCES = ("measured", "seed-note")
 TOLERANCE_SOURCES = ("suite", "measured", "seed-note")
-# Measured tolerance = max(suite tolerance, K_SIGMA × coefficient of variation over repeats).
-K_SIGMA = 3.0
+# Measured tolerance = max(suite tolerance, t(0.995, n-1) × sqrt(1 + 1/n) × CV): the half-width
+# of a two-sided 99 % prediction interval for ONE new run, given the noise of the n repeats.
 MIN_REPEATS_FOR_TOLERANCE = 3
+_T995 = {
+    2: 9.925,
+    3: 5.841,
+    4: 4.604,
+    5: 4.032,
+    6: 3.707,
+    7: 3.499,
+    8: 3.355,
+    9: 3.250,
+    10: 3.169,
+    12: 3.055,
+    15: 2.947,
+    20: 2.845,
+    30: 2.750,
+}
+
+
+def t995(df: int) -> float:
+    """Student's t 0.995 quantile (a small table; conservative between entries)."""
+    if df >= 60:
+        return 2.660
+    return _T995[max(k for k in _T995 if k <= df)] if df >= 2 else float("inf")
+
+
+# Above this the metric is too noisy to gate on this profile: it stays report-only (a 100 %
+# tolerance on a higher-is-better metric could never fail).
+MAX_MEASURED_TOLERANCE = 0.5
 
 
 @dataclass
@@ -278,19 +306,22 @@ def _parse_known_issue(raw: Any, where: str, err: Any) -> KnownIssue:
 
 # --------------------------------------------------------------------------- building entries
 def measured_tolerance(samples: list[float], floor: float) -> tuple[float, str] | None:
-    """Tolerance from the spread of repeats: max(floor, K_SIGMA × CV). None below
-    MIN_REPEATS_FOR_TOLERANCE repeats (one run says nothing about noise)."""
+    """Tolerance from the spread of repeats: max(floor, t(0.995, n-1)·sqrt(1+1/n)·CV), the
+    99 % prediction half-width for one new run. None below MIN_REPEATS_FOR_TOLERANCE repeats
+    (one run says nothing about noise)."""
     vals = [s for s in samples if s is not None]
-    if len(vals) < MIN_REPEATS_FOR_TOLERANCE:
+    n = len(vals)
+    if n < MIN_REPEATS_FOR_TOLERANCE:
         return None
     mean = statistics.fmean(vals)
     if mean == 0:
         return None
     cv = statistics.stdev(vals) / abs(mean)
-    tol = max(floor, K_SIGMA * cv)
+    k = t995(n - 1) * math.sqrt(1 + 1 / n)
+    tol = max(floor, k * cv)
     note = (
-        f"max(suite {floor:.3g}, {K_SIGMA:g} x CV) with CV={cv:.4f} over {len(vals)} repeats "
-        f"(min {min(vals):.4g}, max {max(vals):.4g})"
+        f"max(suite {floor:.3g}, t(0.995,{n - 1})*sqrt(1+1/{n}) = {k:.2f} x CV) with "
+        f"CV={cv:.4f} over {n} repeats (min {min(vals):.4g}, max {max(vals):.4g})"
     )
     return round(tol, 4), note
 
@@ -320,9 +351,14 @@ def make_entry(
         samples = fig.get("samples")
         if pol.gate == "measured" and samples:
             m = measured_tolerance(list(samples), pol.tolerance)
-            if m is not None:
+            if m is not None and m[0] <= MAX_MEASURED_TOLERANCE:
                 tol, note = m
                 src = "measured"
+            elif m is not None:
+                note = (
+                    f"not gated: too noisy on this profile, {m[1]} = {m[0]:.2f} "
+                    f"> {MAX_MEASURED_TOLERANCE}; re-measure on a quiet machine"
+                )
         metrics[name] = BaselineMetric(
             value=float(value),
             direction=pol.direction,

@@ -42,7 +42,7 @@ def entry(key: ItemKey = KEY, tok_s: float = 100.0, **prov: object) -> bl.Baseli
 
 @pytest.fixture(autouse=True)
 def _run_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECPERF_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("SPECPERF_RUNTIME_DIR", str(tmp_path / "run"))
 
 
 def test_round_trip_shape(tmp_path):
@@ -83,7 +83,7 @@ def test_update_merges_and_keeps_other_entries(tmp_path):
 
 def _writer(args: tuple[str, str, int]) -> None:
     path, run_dir, i = args
-    os.environ["SPECPERF_RUN_DIR"] = run_dir
+    os.environ["SPECPERF_RUNTIME_DIR"] = run_dir
     for j in range(5):
         k = ItemKey("m", f"e{i}", "native", "mt-bench", j + 1, "greedy")
         bl.update_baselines(path, [entry(k, float(i * 10 + j))])
@@ -143,7 +143,10 @@ def test_measured_tolerance_from_repeats():
     tol, note = bl.measured_tolerance([100.0, 100.0, 100.0], 0.05)
     assert tol == 0.05 and "CV=0.0000" in note
     tol, note = bl.measured_tolerance([90.0, 100.0, 110.0], 0.05)
-    assert tol == pytest.approx(0.3, abs=1e-3) and "3 repeats" in note
+    # 99 % prediction half-width for one new run: t(0.995, 2) * sqrt(4/3) * CV(0.1)
+    assert tol == pytest.approx(9.925 * (4 / 3) ** 0.5 * 0.1, abs=1e-3) and "3 repeats" in note
+    tol5, _ = bl.measured_tolerance([95.0, 100.0, 105.0, 97.5, 102.5], 0.05)
+    assert tol5 == pytest.approx(4.604 * 1.2**0.5 * 0.0395, abs=2e-3)
 
 
 def test_gate_measured_metric_gets_measured_tolerance():
@@ -165,6 +168,27 @@ def test_gate_measured_metric_gets_measured_tolerance():
     assert m.tolerance_source == "measured" and m.tolerance > 0.05
     assert m.samples == [98.0, 100.0, 104.0] and m.hardware_profile == "cpu-x-2c"
     assert "CV=" in m.tolerance_note
+
+
+def test_too_noisy_metric_stays_report_only():
+    from specperf.config import MetricPolicy
+
+    pol = {
+        "output_throughput_tok_s": MetricPolicy(
+            "output_throughput_tok_s", "higher", 0.05, "measured", True, True
+        )
+    }
+    e = bl.make_entry(
+        KEY,
+        {"output_throughput_tok_s": {"value": 100.0, "samples": [50.0, 100.0, 150.0]}},
+        pol,
+        fingerprint=FP,
+        provenance={},
+        hardware_profile="cpu-x-2c",
+    )
+    m = e.metrics["output_throughput_tok_s"]
+    assert m.tolerance_source == "suite" and m.tolerance == 0.05
+    assert m.tolerance_note.startswith("not gated: too noisy on this profile")
 
 
 def test_fingerprint_diff_names_fields():
