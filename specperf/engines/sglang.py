@@ -960,7 +960,7 @@ PARSER_PINS["0.5.2"] = _pins(
 LATEST_PINNED = "0.5.23"
 # Verify = SGLang's own parser on an EAGLE3 command for a local config-only model (0.5.2
 # resolves its arguments while parsing and reads the model config: no hub, no weights).
-_VERIFY = r"""
+_ENV_VERIFY_SCRIPT = r"""
 import json, os, shutil, tempfile
 from sglang.srt.server_args import prepare_server_args
 root = tempfile.mkdtemp(prefix="specperf-sglang-verify-")
@@ -1001,7 +1001,7 @@ def env_recipe(requirement: str) -> Any:
         requirement=requirement,
         name=f"sglang-{version}",
         install=("--no-deps", f"sglang=={version}", *pins),
-        verify=_VERIFY,
+        verify=_ENV_VERIFY_SCRIPT,
         versions=("sglang", "torch", "triton", "transformers"),
     )
 
