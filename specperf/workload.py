@@ -257,6 +257,9 @@ class _Runner:
                     chunk = json.loads(data)
                     if not isinstance(chunk, dict):
                         continue
+                    # engine-specific per-request fields (e.g. SGLang's spec details ride on a
+                    # chunk with empty choices): the client sees every chunk
+                    self.client.observe_chunk(chunk)
                     choices = chunk.get("choices")
                     if choices:
                         state["last_choice"] = now
