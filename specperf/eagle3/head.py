@@ -18,8 +18,12 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from specperf.eagle3.config import Eagle3Config
+
+# no cuDNN: it builds an execution plan per new shape, too slow for one-token draft steps
+SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 class RMSNorm(nn.Module):
@@ -66,7 +70,11 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 class Eagle3KVCache:
     """K/V of the head's one layer for one sequence; ``length`` positions are valid.
-    Rewinding only moves ``length`` (later entries are overwritten by the next write)."""
+    Rewinding only moves ``length`` (later entries are overwritten by the next write).
+
+    Attention always reads the whole preallocated buffer under a mask: the shapes then never
+    change from step to step, so attention kernels that plan per shape (cuDNN's SDPA) plan once
+    instead of every draft step. Zero-filled, so masked rows never carry NaN garbage."""
 
     def __init__(self, max_len: int) -> None:
         self.max_len = max_len
@@ -80,16 +88,17 @@ class Eagle3KVCache:
             raise ValueError(f"EAGLE3 head cache overflow: {start + n} > {self.max_len}")
         if self.k is None:
             shape = (k.shape[0], k.shape[1], self.max_len, k.shape[3])
-            self.k = k.new_empty(shape)
-            self.v = v.new_empty(shape)
+            self.k = k.new_zeros(shape)
+            self.v = v.new_zeros(shape)
         assert self.v is not None
         self.k[:, :, start : start + n] = k
         self.v[:, :, start : start + n] = v
         self.length = start + n
 
     def view(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole buffer (positions >= ``length`` must be masked by the caller)."""
         assert self.k is not None and self.v is not None
-        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+        return self.k, self.v
 
     def rewind(self, length: int) -> None:
         self.length = min(self.length, length)
@@ -134,14 +143,14 @@ class Eagle3Attention(nn.Module):
         cache.write(start, k, v)
         keys, values = cache.view()
         t = q.shape[-2]
-        mask = None
-        if t > 1:  # causal within the new block; everything before ``start`` is visible
-            kv_pos = torch.arange(keys.shape[-2], device=q.device)
-            q_pos = torch.arange(start, start + t, device=q.device)
-            mask = kv_pos[None, :] <= q_pos[:, None]
-        out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=mask, enable_gqa=self.num_kv != self.num_heads
-        )
+        # causal over the block, everything before ``start`` visible, unwritten tail masked
+        kv_pos = torch.arange(keys.shape[-2], device=q.device)
+        q_pos = torch.arange(start, start + t, device=q.device)
+        mask = kv_pos[None, :] <= q_pos[:, None]
+        with sdpa_kernel(SDPA_BACKENDS):
+            out = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, enable_gqa=self.num_kv != self.num_heads
+            )
         b = x.shape[0]
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
 
@@ -204,9 +213,9 @@ class Eagle3Head(nn.Module):
         )
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.ones(cfg.vocab_size, dtype=torch.bool))
-        inv, scale = rope_inv_freq(cfg)
-        self.register_buffer("inv_freq", inv, persistent=False)
-        self.pos_scale = scale
+        # fp32 outside the module's buffers: .to(bfloat16) must not round the RoPE frequencies
+        self._inv_freq, self.pos_scale = rope_inv_freq(cfg)
+        self._inv_freq_on: dict[torch.device, torch.Tensor] = {}
         # a tuple, so nn.Module does not register the target's embedding as our submodule
         self._shared_embed: tuple[nn.Module, ...] = ()
 
@@ -224,7 +233,12 @@ class Eagle3Head(nn.Module):
 
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin of shape (T, hd) for integer positions (fp32)."""
-        freqs = (positions.float() * self.pos_scale)[:, None] * self.inv_freq[None, :]
+        inv = self._inv_freq_on.get(positions.device)
+        if inv is None:
+            inv = self._inv_freq_on.setdefault(
+                positions.device, self._inv_freq.to(positions.device)
+            )
+        freqs = (positions.float() * self.pos_scale)[:, None] * inv[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
 

@@ -514,6 +514,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--probe-tokens", type=int, default=16)
+    ap.add_argument(
+        "--sdpa-cudnn",
+        choices=("on", "off"),
+        default="off",
+        help="cuDNN attention for torch SDPA (off: it plans per shape, slow for growing caches)",
+    )
     args = ap.parse_args(argv)
     if args.method in SPECULATIVE and not args.num_speculative_tokens:
         ap.error(f"--method {args.method} needs --num-speculative-tokens")
@@ -533,6 +539,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import specperf
 
     started = time.monotonic()
+    if args.sdpa_cudnn == "off" and torch.cuda.is_available():
+        torch.backends.cuda.enable_cudnn_sdp(False)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
     backend, loaded = build_backend(args, tokenizer)
     probe = encode_chat(
@@ -553,6 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "draft_model": args.draft_model,
         "max_model_len": args.max_model_len,
         "threads": torch.get_num_threads(),
+        "sdpa_cudnn": args.sdpa_cudnn,
         "random_weights": args.random_weights,
         "draft_random_weights": args.draft_random_weights,
         "startup_s": round(time.monotonic() - started, 2),
