@@ -142,6 +142,8 @@ class Check:
 def _fmt(x: float | None) -> str:
     if x is None:
         return "n/a"
+    if float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
     if x == 0 or 0.01 <= abs(x) < 1e5:
         return f"{x:.4g}" if abs(x) < 10 else f"{x:.1f}"
     return f"{x:.3g}"
