@@ -248,6 +248,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     state: _State = config.stash[_STATE]
     if config.getvalue("dist") not in ("load", "loadgroup") or state.suite is None:
         return None
+    if not _perf_requested(config):
+        return None  # no perf items will run: leave xdist's own scheduling alone
     from xdist.scheduler import LoadScopeScheduling
 
     groups = {it.id: it.group for it in state.suite.items(tier=config.getoption("tier"))}
