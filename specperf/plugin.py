@@ -24,6 +24,7 @@ from specperf.errors import EngineStartError, SpecperfError
 from specperf.session import UPDATE_MODES, ItemRun, SessionOptions, SuiteSession
 
 DEFAULT_SUITE = "cpu-tiny"
+MAX_TABLE_ROWS = 200  # beyond this the end-of-session table leaves out passing checks
 ITEM_FIXTURE = "specperf_item"
 _STATE = pytest.StashKey["_State"]()
 
@@ -398,7 +399,10 @@ class SpecperfFixture:
         return run
 
     def conclude(self, run: ItemRun) -> None:
-        run = self.session.judge(run)
+        try:
+            run = self.session.judge(run)
+        except SpecperfError as exc:  # e.g. a malformed baseline file: one line, no traceback
+            pytest.fail(str(exc), pytrace=False)
         node = self.request.node
         node.user_properties.append(("specperf_checks", [c.to_json() for c in run.checks]))
         assert run.outcome is not None
@@ -568,7 +572,11 @@ class _Reporter:
         tr = terminalreporter
         tr.section("specperf verdict")
         checks = state.checks
-        tr.write_line(vd.format_table(checks))
+        many = len(checks) > MAX_TABLE_ROWS
+        tr.write_line(vd.format_table(checks, include_pass=not many))
+        if many:
+            passed = sum(c.status == "pass" for c in checks)
+            tr.write_line(f"({passed} passing checks not shown; all in verdict.json)")
         for c in state.session_failures:
             tr.write_line(f"FAIL (judged at the end of the session) {c.line()}", red=True)
         fails = sum(c.status == "fail" for c in checks)
