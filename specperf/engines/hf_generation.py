@@ -228,6 +228,7 @@ def compare_verify_paths(
             agree += int((comp.argmax(-1) == eager.argmax(-1)).sum())
             total += k + 1
     finally:
+        ref = None  # the runner holds the twin too: drop both before freeing memory
         del ref_model
         if dev.type == "cuda":
             torch.cuda.empty_cache()

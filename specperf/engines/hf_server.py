@@ -547,6 +547,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokenizer, [{"role": "user", "content": PROBE_TEXT}], {"enable_thinking": False}
     )
     backend.check_fast_path(probe, args.probe_tokens)  # also the warm-up
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        # peak memory of serving, not of the start-up check's fp32 twin
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     counters = Counters(
         args.num_speculative_tokens, args.method in SPECULATIVE, timed=args.method == "eagle3"
     )
