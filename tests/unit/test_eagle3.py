@@ -18,6 +18,15 @@ from specperf.eagle3.sampling import Sampling, TokenSampler
 from specperf.errors import ConfigError
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: torch's thread pool only adds wake-up latency (ms per op on a busy box)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def small_cfg(**kw) -> Eagle3Config:
     base = dict(
         hidden_size=32,
@@ -86,7 +95,13 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     head = new_head(cfg, torch.arange(5, 25), seed=3)
     save_head(head, tmp_path)
     names = set(read_state(tmp_path))
-    assert {"fc.weight", "midlayer.self_attn.q_proj.weight", "lm_head.weight", "d2t", "t2d"} <= names
+    assert {
+        "fc.weight",
+        "midlayer.self_attn.q_proj.weight",
+        "lm_head.weight",
+        "d2t",
+        "t2d",
+    } <= names
     assert not any(n.startswith("embed_tokens") for n in names)  # shares the target's
     back = load_head(tmp_path, num_target_layers=4, target_vocab_size=50, target_hidden_size=32)
     for k, v in head.state_dict().items():
@@ -104,7 +119,7 @@ def test_load_rejects_mismatches(tmp_path: Path) -> None:
     raw = json.loads((tmp_path / "config.json").read_text())
     raw["intermediate_size"] = 65
     (tmp_path / "config.json").write_text(json.dumps(raw))
-    with pytest.raises(ConfigError, match="midlayer.mlp"):
+    with pytest.raises(ConfigError, match=r"midlayer\.mlp"):
         load_head(tmp_path)
 
 
@@ -184,11 +199,13 @@ def test_training_time_test_equals_inference_chain() -> None:
             normed, pre = head.step(nxt[:, : pos + 1], fused[:, : pos + 1], 0, cache)
             last_n, last_p = normed[:, -1:], pre[:, -1:]
             for j in range(1, s + 1):
-                last_n, last_p = head.step(ids[:, pos + 1 + j : pos + 2 + j], last_p, pos + j, cache)
+                last_n, last_p = head.step(
+                    ids[:, pos + 1 + j : pos + 2 + j], last_p, pos + j, cache
+                )
             logits.append(head.logits(last_n)[0, 0])
             labels.append(targets[0, pos + 1 + s])
         loss = F.cross_entropy(torch.stack(logits), torch.stack(labels))
-        total += 0.8**s * float(loss)
+        total += 0.8**s * float(loss.detach())
         weights += 0.8**s
     assert float(got) == pytest.approx(total / weights, rel=1e-4)
 
@@ -219,10 +236,12 @@ def test_greedy_verify_counts_the_matching_prefix() -> None:
 
 def test_sampling_verify_keeps_the_target_distribution() -> None:
     """Accept d with p(d), else sample p without d: the first emitted token is p-distributed
-    whatever the draft proposes (here always token 1, which p rates at 0.1)."""
+    whatever the draft proposes (here always token 1, which p rates at 0.1). Seeded, so the
+    figures are fixed; the tolerance still catches the usual bug (resampling from p with d
+    kept after a rejection gives token 1 a frequency of 0.19)."""
     logits = torch.log(torch.tensor([[0.5, 0.1, 0.3, 0.1], [0.25, 0.25, 0.25, 0.25]]))
     s = TokenSampler(Sampling(temperature=1.0, seed=7))
-    n = 20000
+    n = 2000
     counts = torch.zeros(4)
     accepted = 0
     for _ in range(n):
@@ -230,8 +249,8 @@ def test_sampling_verify_keeps_the_target_distribution() -> None:
         counts[1 if m == 1 else bonus] += 1
         accepted += m
     freq = counts / n
-    assert torch.allclose(freq, torch.tensor([0.5, 0.1, 0.3, 0.1]), atol=0.015), freq
-    assert accepted / n == pytest.approx(0.1, abs=0.01)
+    assert torch.allclose(freq, torch.tensor([0.5, 0.1, 0.3, 0.1]), atol=0.04), freq
+    assert accepted / n == pytest.approx(0.1, abs=0.025)
 
 
 def test_sampler_is_reproducible_with_a_seed() -> None:
