@@ -8,6 +8,7 @@ field, keeps the head model and the fitter free of config archaeology.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -89,8 +90,15 @@ class Eagle3Config:
 
 
 def default_aux_layer_ids(num_target_layers: int) -> tuple[int, ...]:
-    """EAGLE3's default choice (low, middle, high), as vLLM and SGLang pick it."""
-    return (2, num_target_layers // 2, num_target_layers - 3)
+    """EAGLE3's default choice (low, middle, high), as vLLM and SGLang pick it; for targets so
+    shallow that it repeats a layer (fewer than 8 layers), three distinct ones instead."""
+    n = num_target_layers
+    ids = (2, n // 2, n - 3)
+    if len(set(ids)) < 3 or min(ids) < 0:
+        ids = (1, n // 2, n - 1)
+    if len(set(ids)) < 3:
+        raise ConfigError(f"a target of {n} layers is too shallow for three aux layers")
+    return ids
 
 
 def _req(raw: dict[str, Any], key: str, where: str) -> Any:
@@ -132,6 +140,13 @@ def parse_config(
         raise ConfigError(
             f"{where}: field 'eagle_aux_hidden_state_layer_ids' must be non-negative integers, "
             f"got {layer_ids}"
+        )
+    if any(b <= a for a, b in itertools.pairwise(layer_ids)):
+        # vLLM and SGLang collect the states once per layer, in layer order, and fc's input
+        # columns follow that order: repeated or unsorted ids cannot mean the same there
+        raise ConfigError(
+            f"{where}: field 'eagle_aux_hidden_state_layer_ids' must be strictly increasing "
+            f"(engines concatenate the states in layer order), got {layer_ids}"
         )
     rope_scaling = raw.get("rope_scaling")
     vocab = int(_req(raw, "vocab_size", where))

@@ -39,7 +39,7 @@ from specperf.eagle3.sampling import Sampling, TokenSampler
 from specperf.eagle3.speculate import Eagle3Speculator, StepInfo
 from specperf.eagle3.target import TargetRunner
 
-FIT_VERSION = 1  # bump when the recipe's output changes (part of the cache key)
+FIT_VERSION = 2  # bump when the recipe's output changes (part of the cache key)
 HELDOUT = 16
 
 

@@ -59,6 +59,7 @@ def test_config_round_trip_and_defaults() -> None:
     raw = published()
     del raw["eagle_config"]
     assert parse_config(raw, num_target_layers=36).aux_layer_ids == (2, 18, 33)
+    assert parse_config(raw, num_target_layers=4).aux_layer_ids == (1, 2, 3)  # no repeats
 
 
 @pytest.mark.parametrize(
@@ -71,6 +72,7 @@ def test_config_round_trip_and_defaults() -> None:
         ({"draft_vocab_size": 999}, "draft_vocab_size"),
         ({"num_key_value_heads": 3}, "num_key_value_heads"),
         ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, -2]}}, "non-negative"),
+        ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 2, 1]}}, "strictly increasing"),
     ],
 )
 def test_config_errors_name_the_field(change: dict, message: str) -> None:
