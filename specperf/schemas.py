@@ -147,7 +147,7 @@ class Counters:
             b = list(before.accepted_per_position) + [0.0] * (
                 n - len(before.accepted_per_position)
             )
-            per_pos = tuple(x - y for x, y in zip(a, b))
+            per_pos = tuple(x - y for x, y in zip(a, b, strict=True))
         bx = dict(before.extra)
         return Counters(
             drafts=d(self.drafts, before.drafts),
