@@ -75,6 +75,13 @@ class Counters:
         self.accepted_per_position = [0] * self.k
         self.draft_time_s = 0.0
         self.verify_time_s = 0.0
+        self.batches = 0  # generate calls (native batches requests that arrive together)
+        self.max_batch = 0
+
+    def add_batch(self, size: int) -> None:
+        with self.lock:
+            self.batches += 1
+            self.max_batch = max(self.max_batch, size)
 
     def add_request(self, prompt_tokens: int) -> None:
         with self.lock:
@@ -105,6 +112,8 @@ class Counters:
                 "prompt_tokens": self.prompt_tokens,
                 "generation_tokens": self.generation_tokens,
                 "steps": self.steps,
+                "batches": self.batches,
+                "max_batch": self.max_batch,
                 "drafts": self.drafts if spec else None,
                 "draft_tokens": self.draft_tokens if spec else None,
                 "accepted_tokens": self.accepted_tokens if spec else None,

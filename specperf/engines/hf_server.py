@@ -149,6 +149,7 @@ class Worker:
                     job.finished = True
                 job.emit("tokens", info.tokens, reason)
 
+            self.counters.add_batch(len(batch))
             try:
                 self.backend.run([j.req for j in batch], on_step)
             except Exception as exc:

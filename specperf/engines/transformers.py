@@ -40,6 +40,8 @@ TIMEOUT_S = 10.0
 EXTRA_COUNTERS = (
     "requests",
     "steps",
+    "batches",
+    "max_batch",
     "draft_time_s",
     "verify_time_s",
     "cuda_memory_allocated_bytes",

@@ -128,6 +128,15 @@ def test_native_streams_each_token_and_matches_transformers(tiny_model, start_hf
     assert record.kind == "transformers" and record.version
     assert record.server_config["method"] == "native"
     client.check_workload(WorkloadSpec(concurrency=4))  # native batches
+    # concurrent requests: batched together (left padding), same greedy tokens as serially
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = client.counters()
+    with ThreadPoolExecutor(len(PROMPTS)) as pool:
+        together = list(pool.map(lambda t: chat(client, t, MAX_TOKENS), PROMPTS))
+    extra = dict(client.counters().minus(before).extra)
+    assert [o["token_ids"] for o in together] == [o["token_ids"] for o in outs]
+    assert extra["batches"] < len(PROMPTS)  # at least two shared one generate() call
     assert_gone(engine)
 
 
