@@ -20,7 +20,7 @@ import pytest
 from specperf import verdict as vd
 from specperf.config import Filters, Item, Suite, load_suite
 from specperf.engines.base import Devices
-from specperf.errors import EngineStartError, SpecperfError
+from specperf.errors import EngineStartError, SpecperfError, UnsupportedError
 from specperf.session import UPDATE_MODES, ItemRun, SessionOptions, SuiteSession
 
 DEFAULT_SUITE = "cpu-tiny"
@@ -390,6 +390,8 @@ class SpecperfFixture:
 
         try:
             run = self.session.measure(item, wrap=wrap)
+        except UnsupportedError as exc:
+            pytest.skip(f"not supported by this engine: {exc}")
         except EngineStartError as exc:
             pytest.fail(f"engine did not start: {exc}", pytrace=False)
         except SpecperfError as exc:

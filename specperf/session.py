@@ -136,6 +136,8 @@ class SuiteSession:
         else:
             dataset = datasets.load_dataset(name, tier=item.tier, path=path)
         engine = self.engine_for(item)
+        # e.g. speculative transformers paths run at batch size 1: refuse before measuring
+        engine.client().check_workload(item.workload)
         record = engine.record()
         fingerprint = item.fingerprint_base()
         fingerprint["dataset_version"] = dataset.version
