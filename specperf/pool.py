@@ -148,14 +148,17 @@ def resolve_env_python(name: str) -> str:
 
 
 def resolve_tiny(ref: str) -> Path:
+    """``tiny:<recipe>`` → that local test model; ``tiny:<recipe>-eagle3`` → its EAGLE3 head."""
     from specperf import testmodels
 
     name = ref[len(TINY_PREFIX) :]
-    if name == "qwen3":
-        return testmodels.ensure_tiny_model()
-    if name == "qwen3-eagle3":
-        return testmodels.tiny_eagle3_path(testmodels.ensure_tiny_model())
-    raise ConfigError(f"{ref}: unknown tiny model (known: tiny:qwen3, tiny:qwen3-eagle3)")
+    head = name.endswith("-eagle3")
+    recipe_name = name.removesuffix("-eagle3") if head else name
+    if recipe_name not in testmodels.RECIPES:
+        known = ", ".join(f"tiny:{n}, tiny:{n}-eagle3" for n in sorted(testmodels.RECIPES))
+        raise ConfigError(f"{ref}: unknown tiny model (known: {known})")
+    path = testmodels.ensure_tiny_model(testmodels.recipe_named(recipe_name))
+    return testmodels.tiny_eagle3_path(path) if head else path
 
 
 # --------------------------------------------------------------------------- the pool

