@@ -17,10 +17,12 @@ import dataclasses
 import hashlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specperf.errors import ConfigError
 from specperf.schemas import Counters
 
 NATIVE = "native"
@@ -207,3 +209,34 @@ class Engine(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# ---------------------------------------------------------------- command-line helpers
+def value_flags(spec: EngineSpec, table: Sequence[tuple[str, str]]) -> list[str]:
+    """``[flag, value, ...]`` for each (EngineSpec field, engine flag) in ``table`` whose value
+    is set; each engine module keeps its own table of names."""
+    out: list[str] = []
+    for name, flag in table:
+        value = getattr(spec, name)
+        if value is not None and value != "":
+            out += [flag, str(value)]
+    return out
+
+
+def reject_extra_args(
+    spec: EngineSpec, forbidden: Iterable[str], why: str, owned: Iterable[str], use: str
+) -> None:
+    """One-line ConfigError for an ``extra_args`` flag that breaks the measurement (``why``)
+    or that specperf sets itself (``use``: the engine fields to set instead)."""
+    forbidden, owned = set(forbidden), set(owned)
+    for arg in spec.extra_args:
+        flag = str(arg).split("=", 1)[0]
+        if flag in forbidden:
+            raise ConfigError(
+                f"engine {spec.label!r}: extra_args contains {flag}, which {why}; drop it"
+            )
+        if flag in owned:
+            raise ConfigError(
+                f"engine {spec.label!r}: extra_args contains {flag}, which specperf sets itself "
+                f"(use the engine fields {use} instead)"
+            )

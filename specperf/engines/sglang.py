@@ -39,18 +39,24 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from packaging.version import InvalidVersion, Version
 
 from specperf.engines import container
-from specperf.engines.base import NATIVE, Devices, Engine, EngineClient, EngineRecord, EngineSpec
-from specperf.engines.process import ServerProcess, device_key, free_port, redact_command
+from specperf.engines.base import (
+    NATIVE,
+    Devices,
+    EngineClient,
+    EngineSpec,
+    reject_extra_args,
+    value_flags,
+)
+from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
 from specperf.errors import ConfigError, EngineStartError
 from specperf.schemas import Counters
 
@@ -298,18 +304,26 @@ def speculative_args(spec: EngineSpec) -> list[str]:
 
 
 def check_extra_args(spec: EngineSpec) -> None:
-    for arg in spec.extra_args:
-        flag = str(arg).split("=", 1)[0]
-        if flag in FORBIDDEN_FLAGS:
-            raise ConfigError(
-                f"engine {spec.label!r}: extra_args contains {flag}, which makes the number of "
-                "draft steps (and the accept length) change during a run; drop it"
-            )
-        if flag in OWNED_FLAGS:
-            raise ConfigError(
-                f"engine {spec.label!r}: extra_args contains {flag}, which specperf sets itself "
-                "(use the engine fields model / method / draft_model / topology instead)"
-            )
+    reject_extra_args(
+        spec,
+        FORBIDDEN_FLAGS,
+        "makes the number of draft steps (and the accept length) change during a run",
+        OWNED_FLAGS,
+        "model / method / draft_model / topology",
+    )
+
+
+# EngineSpec field -> server flag, passed when set
+VALUE_FLAGS = (
+    ("tokenizer", "--tokenizer-path"),
+    ("dtype", "--dtype"),
+    ("max_model_len", "--context-length"),
+    ("max_num_seqs", "--max-running-requests"),
+    ("max_num_batched_tokens", "--chunked-prefill-size"),
+    ("gpu_memory_utilization", "--mem-fraction-static"),
+    ("tensor_parallel_size", "--tp-size"),
+    ("reasoning_parser", "--reasoning-parser"),
+)
 
 
 def server_args(spec: EngineSpec, host: str, port: int) -> list[str]:
@@ -317,25 +331,11 @@ def server_args(spec: EngineSpec, host: str, port: int) -> list[str]:
     check_extra_args(spec)
     args = ["--model-path", spec.model, "--host", host, "--port", str(port)]
     args += ["--served-model-name", spec.served_model_name or spec.model]
-    if spec.tokenizer:
-        args += ["--tokenizer-path", spec.tokenizer]
-    if spec.dtype:
-        args += ["--dtype", spec.dtype]
-    if spec.max_model_len is not None:
-        args += ["--context-length", str(spec.max_model_len)]
-    if spec.max_num_seqs is not None:
-        args += ["--max-running-requests", str(spec.max_num_seqs)]
-    if spec.max_num_batched_tokens is not None:
-        args += ["--chunked-prefill-size", str(spec.max_num_batched_tokens)]
-    if spec.gpu_memory_utilization is not None:
-        args += ["--mem-fraction-static", str(spec.gpu_memory_utilization)]
-    args += ["--tp-size", str(spec.tensor_parallel_size)]
+    args += value_flags(spec, VALUE_FLAGS)
     if spec.enable_prefix_caching is False:
         args.append("--disable-radix-cache")
     if spec.enforce_eager:
         args.append("--disable-cuda-graph")
-    if spec.reasoning_parser:
-        args += ["--reasoning-parser", spec.reasoning_parser]
     if spec.option("device"):
         args += ["--device", str(spec.option("device"))]
     args.append("--enable-metrics")
@@ -782,30 +782,24 @@ def detect(url: str, model: str | None, api_key: str | None) -> SglangClient | N
 # ---------------------------------------------------------------- engine
 
 
-class SglangEngine(Engine):
+class SglangEngine(ServerEngine):
     """An SGLang server owned by this process (one per EngineSpec per worker)."""
+
+    kind = KIND
+    health_path = HEALTH_PATH
 
     def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
         super().__init__(spec, devices, log_dir)
-        if spec.kind != KIND:
-            raise ConfigError(f"SglangEngine given an engine of kind {spec.kind!r}")
-        self.port: int | None = None
-        self.server: ServerProcess | None = None
-        self.command: list[str] = []
         self.sglang_version: Version | None = None
-        self._client: SglangClient | None = None
-        self._record_cache: EngineRecord | None = None
-        self._notes: list[str] = []
 
-    def plan(self, port: int) -> tuple[list[str], dict[str, str], list[list[str]]]:
-        """(argv, env for the process, cleanup commands) after the fail-fast checks — the env's
-        own server, or the image's under ``docker run``; nothing is started."""
+    def launch_plan(self, port: int) -> LaunchPlan:
+        """After the fail-fast checks: the env's own server, or the image's under
+        ``docker run``; nothing is started."""
         self.sglang_version = spec_version(self.spec)
         check_supported(self.spec, self.sglang_version)
         env = server_env(self.spec, self.devices)
         if not self.spec.image:
-            host = str(self.spec.option("host", "127.0.0.1"))
-            return build_command(self.spec, port, host, self.sglang_version), env, []
+            return LaunchPlan(build_command(self.spec, port, self.host, self.sglang_version), env)
         serve = self.sglang_version is not None and self.sglang_version >= SERVE_CLI_SINCE
         default_entry = ("sglang", "serve") if serve else ("python3", "-m", LAUNCH_MODULE)
         entry = [str(a) for a in self.spec.option("container_entrypoint", default_entry)]
@@ -814,97 +808,44 @@ class SglangEngine(Engine):
         cmd = container.docker_run_command(
             self.spec, self.devices, port, args, container.container_env(env), name
         )
-        return cmd, {}, container.cleanup_commands(name)
+        return LaunchPlan(cmd, {}, container.cleanup_commands(name))
 
-    def start(self, timeout_s: float) -> None:
-        if self.server is not None:
-            raise EngineStartError(f"{self.spec.label}: already started")
-        host = str(self.spec.option("host", "127.0.0.1"))
-        port = free_port(host)
-        cmd, env, cleanup = self.plan(port)
-        self.port = port
-        self.command = cmd
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        log_path = self.log_dir / f"sglang-{self.spec.digest()}-{stamp}-{port}.log"
-        self.server = ServerProcess(
-            cmd,
-            log_path=log_path,
-            name=f"sglang engine {self.spec.label!r} ({self.spec.method})",
-            env=env,
-            cpus=self.devices.cpus,
-            device=device_key(self.devices),
-            digest=self.spec.digest(),
-            cleanup_commands=cleanup,
-        )
-        self.server.start(f"{self.base_url}{HEALTH_PATH}", timeout_s)
-        client = SglangClient(self.base_url, self.spec.served_model_name or self.spec.model)
+    def connect(self) -> SglangClient:
+        client = SglangClient(self.base_url, self.model_name())
         info = client.server_info()
         if info is None:
-            self.stop()
             raise EngineStartError(
                 f"{self.spec.label}: SGLang answered {HEALTH_PATH} but neither /server_info nor "
                 "/get_server_info"
             )
-        self._client = client
+        self._client = client  # the record of a refused topology still shows what it resolved
         self._check_resolved(info)
+        return client
 
     def _check_resolved(self, info: Mapping[str, Any]) -> None:
         """SGLang may rewrite the topology; a measured run must have the one it was asked."""
         wanted = topology(self.spec)
         got = topology_from_info(info)
-        if wanted == got:
-            return
-        self.stop()
-        raise EngineStartError(
-            f"{self.spec.label}: SGLang resolved the speculative topology to {got} but specperf "
-            f"asked for {wanted}; fix the method's num_speculative_tokens/topk/num_draft_tokens"
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.server is not None:
-            if self._record_cache is None and self.server.is_alive():
-                self._record_cache = self._make_record()
-            self.server.stop()
+        if wanted != got:
+            raise EngineStartError(
+                f"{self.spec.label}: SGLang resolved the speculative topology to {got} but "
+                f"specperf asked for {wanted}; fix the method's "
+                "num_speculative_tokens/topk/num_draft_tokens"
+            )
 
     def client(self) -> SglangClient:
-        if self._client is None:
-            raise EngineStartError(f"{self.spec.label}: not started")
-        return self._client
+        return cast(SglangClient, super().client())
 
-    def is_alive(self) -> bool:
-        return self.server is not None and self.server.is_alive()
-
-    def _make_record(self) -> EngineRecord:
-        server = self.server
-        cfg: dict[str, Any] = {}
-        version = str(self.sglang_version) if self.sglang_version else None
-        if self._client is not None and self.is_alive():
-            info = self._client.server_info(refresh=True)
+    def record_facts(self, live: bool) -> RecordFacts:
+        facts = RecordFacts(version=str(self.sglang_version) if self.sglang_version else None)
+        if live:
+            info = self.client().server_info(refresh=True)
             if info:
-                cfg = summarize_server_info(info)
-                version = str(info.get("version") or version)
+                facts.server_config = summarize_server_info(info)
+                facts.version = str(info.get("version") or facts.version)
         topo = topology(self.spec)
-        cfg["requested_topology"] = topo.__dict__ if topo else None
-        return EngineRecord(
-            kind=KIND,
-            label=self.spec.label,
-            version=version,
-            startup_s=server.startup_s if server else None,
-            command=redact_command(self.command),
-            server_config=cfg,
-            pid=server.pid if server else None,
-            log_path=str(server.log_path) if server else None,
-            notes=list(self._notes),
-        )
-
-    def record(self) -> EngineRecord:
-        if self.is_alive() or self._record_cache is None:
-            self._record_cache = self._make_record()
-        return self._record_cache
+        facts.server_config["requested_topology"] = topo.__dict__ if topo else None
+        return facts
 
 
 # ---------------------------------------------------------------- engine environments

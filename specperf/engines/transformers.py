@@ -18,15 +18,14 @@ for real model shapes without checkpoints), seed, threads, max_batch_size, probe
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
-from specperf.engines.base import Devices, Engine, EngineClient, EngineRecord, EngineSpec
-from specperf.engines.process import ServerProcess, device_key, free_port, redact_command
-from specperf.errors import ConfigError, EngineStartError, UnsupportedError
+from specperf.engines.base import Devices, EngineClient, EngineSpec
+from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
+from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import Counters
 
 KIND = "transformers"
@@ -205,85 +204,32 @@ def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
     return cmd + [str(a) for a in spec.extra_args]
 
 
-class TransformersEngine(Engine):
+class TransformersEngine(ServerEngine):
     """Starts one hf_server for an EngineSpec of kind ``transformers``."""
 
-    def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
-        super().__init__(spec, devices, log_dir)
-        if spec.kind != KIND:
-            raise ConfigError(f"TransformersEngine given an engine of kind {spec.kind!r}")
-        self.port: int | None = None
-        self.server: ServerProcess | None = None
-        self.command: list[str] = []
-        self._client: TransformersClient | None = None
-        self._record: EngineRecord | None = None
+    kind = KIND
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float) -> None:
-        if self.server is not None:
-            raise EngineStartError(f"{self.spec.label}: already started")
-        self.port = free_port()
-        self.command = build_command(self.spec, self.port, self.devices)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        log = self.log_dir / f"transformers-{self.spec.digest()}-{stamp}-{self.port}.log"
+    def launch_plan(self, port: int) -> LaunchPlan:
         env = {**dict(self.spec.env), **self.devices.env(), "TOKENIZERS_PARALLELISM": "false"}
-        self.server = ServerProcess(
-            self.command,
-            log_path=log,
-            name=f"transformers engine {self.spec.label!r} ({self.spec.method})",
-            env=env,
-            cpus=self.devices.cpus,
-            device=device_key(self.devices),
-            digest=self.spec.digest(),
-        )
-        self.server.start(f"{self.base_url}/health", timeout_s)
-        self._client = TransformersClient(
-            self.base_url, self.spec.served_model_name or self.spec.model
-        )
-        self._client.server_config()
+        return LaunchPlan(build_command(self.spec, port, self.devices), env)
 
-    def stop(self) -> None:
-        if self.server is not None:
-            if self._record is None and self.server.is_alive():
-                self._record = self._make_record()
-            self.server.stop()
+    def connect(self) -> TransformersClient:
+        client = TransformersClient(self.base_url, self.model_name())
+        client.server_config()
+        return client
 
     def client(self) -> TransformersClient:
-        if self._client is None:
-            raise EngineStartError(f"{self.spec.label}: not started")
-        return self._client
+        return cast(TransformersClient, super().client())
 
-    def is_alive(self) -> bool:
-        return self.server is not None and self.server.is_alive()
-
-    def _make_record(self) -> EngineRecord:
-        cfg: dict[str, Any] = {}
-        version = None
-        notes: list[str] = []
-        if self._client is not None and self.is_alive():
+    def record_facts(self, live: bool) -> RecordFacts:
+        facts = RecordFacts()
+        if live:
             try:
-                cfg = self._client.server_config()
-                version = cfg.get("versions", {}).get("transformers")
-                notes = list(cfg.get("notes") or [])
+                cfg = self.client().server_config()
             except (httpx.HTTPError, ValueError) as exc:
-                notes.append(f"server config unavailable: {exc}")
-        server = self.server
-        return EngineRecord(
-            kind=KIND,
-            label=self.spec.label,
-            version=version,
-            startup_s=server.startup_s if server else None,
-            command=redact_command(self.command),
-            server_config=cfg,
-            pid=server.pid if server else None,
-            log_path=str(server.log_path) if server else None,
-            notes=notes,
-        )
-
-    def record(self) -> EngineRecord:
-        if self.is_alive() or self._record is None:
-            self._record = self._make_record()
-        return self._record
+                facts.notes.append(f"server config unavailable: {exc}")
+            else:
+                facts.server_config = cfg
+                facts.version = cfg.get("versions", {}).get("transformers")
+                facts.notes = list(cfg.get("notes") or [])
+        return facts

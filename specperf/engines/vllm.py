@@ -12,17 +12,23 @@ import ast
 import json
 import re
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
 from specperf.engines import container
-from specperf.engines.base import NATIVE, Devices, Engine, EngineClient, EngineRecord, EngineSpec
-from specperf.engines.process import ServerProcess, device_key, free_port, redact_command
-from specperf.errors import ConfigError, EngineStartError
+from specperf.engines.base import (
+    NATIVE,
+    Devices,
+    EngineClient,
+    EngineSpec,
+    reject_extra_args,
+    value_flags,
+)
+from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
+from specperf.errors import ConfigError
 from specperf.schemas import Counters
 
 KIND = "vllm"
@@ -134,18 +140,26 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any] | None:
 
 
 def check_extra_args(spec: EngineSpec) -> None:
-    for arg in spec.extra_args:
-        flag = arg.split("=", 1)[0]
-        if flag in FORBIDDEN_ARGS:
-            raise ConfigError(
-                f"engine {spec.label!r}: extra_args contains {flag}, which removes every vllm:* "
-                "metric (acceptance included); specperf needs them — drop it"
-            )
-        if flag in OWNED_ARGS:
-            raise ConfigError(
-                f"engine {spec.label!r}: extra_args contains {flag}, which specperf sets itself "
-                "(use the engine fields model / method / draft_model instead)"
-            )
+    reject_extra_args(
+        spec,
+        FORBIDDEN_ARGS,
+        "removes every vllm:* metric (acceptance included); specperf needs them",
+        OWNED_ARGS,
+        "model / method / draft_model",
+    )
+
+
+# EngineSpec field -> api_server flag, passed when set
+VALUE_FLAGS = (
+    ("tokenizer", "--tokenizer"),
+    ("dtype", "--dtype"),
+    ("max_model_len", "--max-model-len"),
+    ("max_num_seqs", "--max-num-seqs"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("reasoning_parser", "--reasoning-parser"),
+)
 
 
 def server_args(spec: EngineSpec, host: str, port: int) -> list[str]:
@@ -153,27 +167,13 @@ def server_args(spec: EngineSpec, host: str, port: int) -> list[str]:
     check_extra_args(spec)
     args = ["--model", spec.model, "--host", host, "--port", str(port)]
     args += ["--served-model-name", spec.served_model_name or spec.model]
-    if spec.tokenizer:
-        args += ["--tokenizer", spec.tokenizer]
-    if spec.dtype:
-        args += ["--dtype", spec.dtype]
-    if spec.max_model_len is not None:
-        args += ["--max-model-len", str(spec.max_model_len)]
-    if spec.max_num_seqs is not None:
-        args += ["--max-num-seqs", str(spec.max_num_seqs)]
-    if spec.max_num_batched_tokens is not None:
-        args += ["--max-num-batched-tokens", str(spec.max_num_batched_tokens)]
-    if spec.gpu_memory_utilization is not None:
-        args += ["--gpu-memory-utilization", str(spec.gpu_memory_utilization)]
-    args += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
+    args += value_flags(spec, VALUE_FLAGS)
     if spec.enable_prefix_caching is True:
         args.append("--enable-prefix-caching")
     elif spec.enable_prefix_caching is False:
         args.append("--no-enable-prefix-caching")
     if spec.enforce_eager:
         args.append("--enforce-eager")
-    if spec.reasoning_parser:
-        args += ["--reasoning-parser", spec.reasoning_parser]
     sc = speculative_config(spec)
     if sc is not None:
         args += ["--speculative-config", json.dumps(sc, sort_keys=True, separators=(",", ":"))]
@@ -484,25 +484,16 @@ def detect(url: str, model: str | None, api_key: str | None) -> VllmClient | Non
 # ---------------------------------------------------------------- engine
 
 
-class VllmEngine(Engine):
+class VllmEngine(ServerEngine):
     """A vLLM OpenAI server owned by this process (one per EngineSpec per worker)."""
 
-    def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
-        super().__init__(spec, devices, log_dir)
-        if spec.kind != KIND:
-            raise ConfigError(f"VllmEngine given an engine of kind {spec.kind!r}")
-        self.port: int | None = None
-        self.server: ServerProcess | None = None
-        self.command: list[str] = []
-        self._client: VllmClient | None = None
-        self._record_cache: EngineRecord | None = None
+    kind = KIND
 
-    def _launch_plan(self, port: int) -> tuple[list[str], dict[str, str], list[list[str]]]:
-        """(argv, env for the process, cleanup commands) — direct or in a container."""
+    def launch_plan(self, port: int) -> LaunchPlan:
+        """Direct (the env's python) or in a container (``docker run``, removed on stop)."""
         env = server_env(self.spec, self.devices)
         if not self.spec.image:
-            host = str(self.spec.option("host", "127.0.0.1"))
-            return build_command(self.spec, port, host), env, []
+            return LaunchPlan(build_command(self.spec, port, self.host), env)
         name = container.container_name(self.spec, port)
         args = [
             *self.spec.option("container_entrypoint", ()),
@@ -511,81 +502,29 @@ class VllmEngine(Engine):
         cmd = container.docker_run_command(
             self.spec, self.devices, port, args, container.container_env(env), name
         )
-        return cmd, {}, container.cleanup_commands(name)
+        return LaunchPlan(cmd, {}, container.cleanup_commands(name))
 
-    def start(self, timeout_s: float) -> None:
-        if self.server is not None:
-            raise EngineStartError(f"{self.spec.label}: already started")
-        self.port = free_port(str(self.spec.option("host", "127.0.0.1")))
-        cmd, env, cleanup = self._launch_plan(self.port)
-        self.command = cmd
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        log_path = self.log_dir / f"vllm-{self.spec.digest()}-{stamp}-{self.port}.log"
-        self.server = ServerProcess(
-            cmd,
-            log_path=log_path,
-            name=f"vllm engine {self.spec.label!r} ({self.spec.method})",
-            env=env,
-            cpus=self.devices.cpus,
-            device=device_key(self.devices),
-            digest=self.spec.digest(),
-            cleanup_commands=cleanup,
-        )
-        self.server.start(f"{self.base_url}/health", timeout_s)
-        self._client = VllmClient(self.base_url, self.spec.served_model_name or self.spec.model)
+    def connect(self) -> VllmClient:
+        client = VllmClient(self.base_url, self.model_name())
         if self.spec.option("server_info", True):
-            self._client.server_config()  # slow first call: now, not during a measurement
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.server is not None:
-            if self._record_cache is None and self.server.is_alive():
-                self._record_cache = self._make_record()  # keep what only a live server knows
-            self.server.stop()
+            client.server_config()  # slow first call: now, not during a measurement
+        return client
 
     def client(self) -> VllmClient:
-        if self._client is None:
-            raise EngineStartError(f"{self.spec.label}: not started")
-        return self._client
+        return cast(VllmClient, super().client())
 
-    def is_alive(self) -> bool:
-        return self.server is not None and self.server.is_alive()
-
-    def _make_record(self) -> EngineRecord:
-        server = self.server
-        notes: list[str] = []
-        version = server_config = None
-        if self._client is not None and self.is_alive():
-            version = self._client.version()
-            server_config = self._client.server_config()
-        cfg: dict[str, Any] = dict(server_config or {})
-        if server is not None:
-            log_text = server.log_path.read_text(errors="replace")
+    def record_facts(self, live: bool) -> RecordFacts:
+        """Version and /server_info while live; the start-up facts of the log always."""
+        facts = super().record_facts(live)
+        if self.server is not None:
+            log_text = self.server.log_path.read_text(errors="replace")
             non_default = parse_non_default_args(log_text)
             if non_default is not None:
-                cfg["non_default_args"] = non_default
+                facts.server_config["non_default_args"] = non_default
             else:
-                notes.append("vLLM's 'non-default args' start-up line not found in the log")
-            cfg.update(parse_startup_facts(log_text))
-        return EngineRecord(
-            kind=KIND,
-            label=self.spec.label,
-            version=version,
-            startup_s=server.startup_s if server else None,
-            command=redact_command(self.command),
-            server_config=cfg,
-            pid=server.pid if server else None,
-            log_path=str(server.log_path) if server else None,
-            notes=notes,
-        )
-
-    def record(self) -> EngineRecord:
-        if self.is_alive() or self._record_cache is None:
-            self._record_cache = self._make_record()
-        return self._record_cache
+                facts.notes.append("vLLM's 'non-default args' start-up line not found in the log")
+            facts.server_config.update(parse_startup_facts(log_text))
+        return facts
 
 
 # ---------------------------------------------------------------- engine environments

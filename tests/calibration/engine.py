@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specperf.engines.base import Devices, Engine, EngineClient, EngineRecord, EngineSpec
-from specperf.engines.process import ServerProcess, device_key, free_port
+from specperf.engines.base import Devices, EngineClient, EngineSpec
+from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
 from specperf.errors import ConfigError
 from tests.calibration.client import CalibrationClient
 
@@ -84,71 +84,30 @@ def server_config(spec: EngineSpec) -> dict[str, Any]:
     return cfg
 
 
-class CalibrationEngine(Engine):
-    """Starts ``python -m tests.calibration.server`` in its own process group."""
+class CalibrationEngine(ServerEngine):
+    """Starts ``python -m tests.calibration.server`` through the same ServerEngine lifecycle as
+    the real server engines."""
+
+    kind = KIND
 
     def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
         super().__init__(spec, devices, log_dir)
-        self.port: int | None = None
-        self.proc: ServerProcess | None = None
         self.config = server_config(spec)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def command(self) -> list[str]:
+    def launch_plan(self, port: int) -> LaunchPlan:
         python = self.spec.python or sys.executable
-        return [
-            python,
-            "-m",
-            "tests.calibration.server",
-            "--port",
-            str(self.port),
-            "--config",
-            json.dumps(self.config, sort_keys=True),
-        ]
+        argv = [python, "-m", "tests.calibration.server", "--port", str(port)]
+        argv += ["--config", json.dumps(self.config, sort_keys=True)]
+        env = {"PYTHONPATH": str(REPO_ROOT), **dict(self.spec.env), **self.devices.env()}
+        return LaunchPlan(argv, env, cwd=REPO_ROOT, grace_s=5.0)
 
-    def start(self, timeout_s: float) -> None:
-        self.port = free_port()
-        log = self.log_dir / f"{self.spec.label}-{self.spec.method}-{self.spec.digest()}.log"
-        self.proc = ServerProcess(
-            self.command(),
-            log_path=log,
-            name=f"calibration {self.spec.label}",
-            env={"PYTHONPATH": str(REPO_ROOT), **dict(self.spec.env), **self.devices.env()},
-            cpus=self.devices.cpus,
-            device=device_key(self.devices),
-            digest=self.spec.digest(),
-            cwd=REPO_ROOT,
-            grace_s=5.0,
-        )
-        self.proc.start(f"{self.url}/health", timeout_s)
+    def connect(self) -> EngineClient:
+        token_ids = bool(self.spec.option("token_ids", False))
+        return CalibrationClient(self.base_url, self.config["model"], token_ids=token_ids)
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-
-    def is_alive(self) -> bool:
-        return self.proc is not None and self.proc.is_alive()
-
-    def client(self) -> EngineClient:
-        if self.port is None:
-            raise RuntimeError("calibration engine not started")
-        token_ids = bool(dict(self.spec.options).get("token_ids", False))
-        return CalibrationClient(self.url, self.config["model"], token_ids=token_ids)
-
-    def record(self) -> EngineRecord:
-        return EngineRecord(
-            kind=KIND,
-            label=self.spec.label,
-            version=str(self.config.get("version", "0.0.0+calibration")),
-            startup_s=self.proc.startup_s if self.proc else None,
-            command=self.command() if self.port else [],
-            server_config=self.config,
-            pid=self.proc.pid if self.proc else None,
-            log_path=str(self.proc.log_path) if self.proc else None,
-        )
+    def record_facts(self, live: bool) -> RecordFacts:
+        version = str(self.config.get("version", "0.0.0+calibration"))
+        return RecordFacts(version=version, server_config=dict(self.config))
 
 
 def register_calibration() -> None:

@@ -80,6 +80,10 @@ def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.setenv("SPECPERF_RUNTIME_DIR", str(tmp_path / "runtime"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # when this unit suite itself runs under xdist, the inner pytest must not think it is
+    # one of the outer run's workers (it would take that worker's devices)
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(var, raising=False)
     pytester.makeconftest(
         "from tests.calibration.engine import register_calibration\nregister_calibration()\n"
     )

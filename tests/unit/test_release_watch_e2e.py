@@ -16,7 +16,7 @@ import pytest
 
 from specperf.cli import main
 from specperf.engines import register
-from specperf.engines.base import Devices, EngineRecord, EngineSpec
+from specperf.engines.base import Devices, EngineSpec
 from tests.calibration.engine import CalibrationEngine
 
 KIND = "calibration-release"
@@ -64,6 +64,8 @@ class ReleaseCalibrationEngine(CalibrationEngine):
     """The calibration engine whose release (SPECPERF_RELEASE, from the suite's version
     setting) picks its speed from ``release_speeds`` and is reported as its version."""
 
+    kind = KIND
+
     def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
         opts = dict(spec.options)
         table = dict(p.split(":") for p in str(opts.pop("release_speeds")).split(","))
@@ -72,10 +74,6 @@ class ReleaseCalibrationEngine(CalibrationEngine):
         opts["config"] = json.dumps({"version": release})
         spec = dataclasses.replace(spec, options=tuple(sorted(opts.items())))
         super().__init__(spec, devices, log_dir)
-
-    def record(self) -> EngineRecord:
-        return dataclasses.replace(super().record(), kind=KIND)
-
 
 register(KIND, f"{__name__}:ReleaseCalibrationEngine")
 

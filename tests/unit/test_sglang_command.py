@@ -265,7 +265,8 @@ def test_container_plan_runs_the_images_server_on_all_interfaces_of_a_local_port
         image="lmsysorg/sglang:v0.5.23-cu129",
     )
     engine = sg.SglangEngine(s, Devices(gpus=("1",)), tmp_path)
-    cmd, env, cleanup = engine.plan(30123)
+    plan = engine.launch_plan(30123)
+    cmd, env, cleanup = plan.argv, plan.env, plan.cleanup
     assert cmd[0] == str(fake) and cmd[1] == "run" and env == {}
     assert "127.0.0.1:30123:30123" in cmd
     image_at = cmd.index("lmsysorg/sglang:v0.5.23-cu129")
@@ -275,6 +276,6 @@ def test_container_plan_runs_the_images_server_on_all_interfaces_of_a_local_port
     assert flag(args, "--speculative-algorithm") == "EAGLE3"
     assert cleanup and cleanup[0][0] == str(fake)
     old = spec("mtp", num_speculative_tokens=1, image="lmsysorg/sglang:v0.5.2-cu126")
-    cmd, _, _ = sg.SglangEngine(old, Devices(), tmp_path).plan(1)
+    cmd = sg.SglangEngine(old, Devices(), tmp_path).launch_plan(1).argv
     at = cmd.index("lmsysorg/sglang:v0.5.2-cu126")
     assert cmd[at + 1 : at + 4] == ["python3", "-m", "sglang.launch_server"]
