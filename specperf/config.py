@@ -310,6 +310,9 @@ class Suite:
     settings: tuple[tuple[str, str], ...] = ()
     warmup_requests: int | None = None
     group_by: str = "engine"
+    # repeats each on a fresh engine start: on a noisy CPU start-to-start variance is larger
+    # than the variance within one start, and a measured tolerance must cover it
+    restart_between_repeats: bool = False
 
     def engine(self, name: str) -> EngineConf:
         for e in self.engines:
@@ -664,6 +667,7 @@ def parse_suite(data: Mapping[str, Any], source: str, overrides: Mapping[str, st
     tier = s.choice("tier", ("smoke", "full"), default="smoke")
     baseline_file = s.get("baseline_file", str)
     group_by = s.choice("group_by", ("engine", "method"), default="engine")
+    restart_between_repeats = s.get("restart_between_repeats", bool, default=False)
     s.check_unknown([])
 
     engines = _parse_engines(top.sub("engines", required=True))
@@ -709,6 +713,7 @@ def parse_suite(data: Mapping[str, Any], source: str, overrides: Mapping[str, st
         settings=tuple(sorted(settings.items())),
         warmup_requests=warmup,
         group_by=group_by or "engine",
+        restart_between_repeats=bool(restart_between_repeats),
     )
 
 

@@ -93,6 +93,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="measure each item N times; the verdict uses the median",
     )
     g.addoption(
+        "--restart-between-repeats",
+        action="store_true",
+        default=None,
+        help="start a fresh engine for every repeat, so measured tolerances cover "
+        "start-to-start variance (default: the suite's restart_between_repeats)",
+    )
+    g.addoption(
         "--gpus",
         default=None,
         help="GPUs to use, e.g. 0,1,2,3 (default: outer CUDA_VISIBLE_DEVICES or all); "
@@ -450,6 +457,9 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
         hardware_profile=_hardware_profile(config, state),
         devices=state.devices or Devices(worker=os.environ.get("PYTEST_XDIST_WORKER", "master")),
         repeat=config.getoption("repeat"),
+        restart_between_repeats=bool(
+            config.getoption("restart_between_repeats") or state.suite.restart_between_repeats
+        ),
         tier=config.getoption("tier"),
         update=config.getoption("update_baselines"),
         strict=config.getoption("strict_baselines"),

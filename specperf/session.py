@@ -44,6 +44,7 @@ class SessionOptions:
     hardware_profile: str
     devices: Devices = field(default_factory=Devices)
     repeat: int = 1
+    restart_between_repeats: bool = False  # each repeat on a fresh engine start
     tier: str | None = None
     update: str | None = None  # None | all | missing | failed
     strict: bool = False
@@ -168,7 +169,11 @@ class SuiteSession:
             return summary
 
         def run_all() -> None:
+            nonlocal engine
             for k in range(1, self.opts.repeat + 1):
+                if k > 1 and self.opts.restart_between_repeats:
+                    self.pool.release(f"fresh engine for repeat {k}")
+                    engine = self.engine_for(item)
                 s = run_once(k)
                 summaries.append(s)
                 if s.get("engine_died") or not engine.is_alive():
@@ -364,12 +369,19 @@ class SuiteSession:
             "sample_size": {
                 "requests": run.item.workload.num_requests,
                 "repeats": len(run.summaries),
+                "engine_starts": (len(run.summaries) if self.opts.restart_between_repeats else 1),
             },
             "results_dir": str(self.results_dir),
             "how_measured": (
                 f"specperf suite {self.suite.name}, item {run.item.id}: closed loop at "
                 f"concurrency {run.item.workload.concurrency}, {run.item.workload.num_requests} "
-                f"requests, {len(run.summaries)} repeat(s), value = median"
+                f"requests, {len(run.summaries)} repeat(s)"
+                + (
+                    ", each on a fresh engine start"
+                    if self.opts.restart_between_repeats and len(run.summaries) > 1
+                    else ""
+                )
+                + ", value = median"
             ),
         }
 

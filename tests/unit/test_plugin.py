@@ -364,6 +364,31 @@ def test_repeat_takes_the_median(perf):
     assert len(starts(res)) == 1  # the engine stays up across repeats
 
 
+def test_restart_between_repeats_starts_a_fresh_engine_for_each(perf):
+    res = perf.path / "r1"
+    r = run(
+        perf,
+        "--results-dir",
+        str(res),
+        "--repeat",
+        "3",
+        "--restart-between-repeats",
+        "--method",
+        "native",
+        "--concurrency",
+        "1",
+        "--update-baselines",
+    )
+    r.assert_outcomes(passed=1)
+    assert len(starts(res)) == 3
+    stops = [json.loads(x) for x in (res / "engine-starts.jsonl").read_text().splitlines()]
+    reasons = [x.get("reason") for x in stops if x["event"] == "stop"]
+    assert reasons[:2] == ["fresh engine for repeat 2", "fresh engine for repeat 3"]
+    (entry,) = baseline(perf).values() if isinstance(baseline(perf), dict) else baseline(perf)
+    assert entry["provenance"]["sample_size"]["engine_starts"] == 3
+    assert "each on a fresh engine start" in entry["provenance"]["how_measured"]
+
+
 def test_one_at_a_time_never_overlaps_measurements(perf):
     res = perf.path / "r1"
     run(perf, "-n", "2", "--one-at-a-time", "--results-dir", str(res), suite="two.toml")
