@@ -358,9 +358,12 @@ class GpuSampler:
             or nv.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         procs = get(nv.nvmlDeviceGetComputeRunningProcesses) or []
+        util_fn = getattr(nv, "nvmlDeviceGetUtilizationRates", None)
+        util = get(util_fn) if util_fn is not None else None
         return {
             "t": round(t, 3),
             "index": index,
+            "gpu_util_pct": None if util is None else util.gpu,
             "sm_clock_mhz": get(nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM),
             "mem_clock_mhz": get(nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_MEM),
             "power_w": None if power is None else power / 1000.0,

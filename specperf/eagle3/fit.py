@@ -37,7 +37,7 @@ from specperf.eagle3.config import Eagle3Config, default_aux_layer_ids
 from specperf.eagle3.head import Eagle3Head
 from specperf.eagle3.sampling import Sampling, TokenSampler
 from specperf.eagle3.speculate import Eagle3Speculator, StepInfo
-from specperf.eagle3.target import TargetRunner
+from specperf.eagle3.target import TargetRunner, eos_token_ids
 
 FIT_VERSION = 2  # bump when the recipe's output changes (part of the cache key)
 HELDOUT = 16
@@ -400,19 +400,6 @@ def evaluate_mal(
 
 
 # ---------------------------------------------------------------- driver
-
-
-def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    for src in (getattr(model, "generation_config", None), model.config):
-        e = getattr(src, "eos_token_id", None) if src is not None else None
-        if isinstance(e, int):
-            ids.add(e)
-        elif isinstance(e, (list, tuple)):
-            ids.update(int(x) for x in e)
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return ids
 
 
 def fit_head(

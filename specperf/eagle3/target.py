@@ -128,3 +128,18 @@ class TargetRunner:
         if self.aux_layer_ids:
             aux = torch.cat([out.hidden_states[i][0] for i in self.aux_layer_ids], dim=-1)
         return logits, aux
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    """Every id that ends generation: the model's generation config and config, and the
+    tokenizer's (Qwen3 lists several)."""
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config):
+        e = getattr(src, "eos_token_id", None) if src is not None else None
+        if isinstance(e, int):
+            ids.add(e)
+        elif isinstance(e, (list, tuple)):
+            ids.update(int(x) for x in e)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return ids

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import collections
 import json
+import os
 import sys
 import threading
 import time
@@ -34,6 +35,7 @@ import torch
 
 from specperf.eagle3.sampling import Sampling
 from specperf.eagle3.speculate import StepInfo
+from specperf.eagle3.target import eos_token_ids
 from specperf.engines.hf_generation import (
     METHODS,
     SPECULATIVE,
@@ -408,19 +410,6 @@ def load_model(path: str, dtype: torch.dtype, device: torch.device, random: bool
     return model.eval()
 
 
-def eos_ids_of(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    for src in (getattr(model, "generation_config", None), model.config):
-        e = getattr(src, "eos_token_id", None) if src is not None else None
-        if isinstance(e, int):
-            ids.add(e)
-        elif isinstance(e, (list, tuple)):
-            ids.update(int(x) for x in e)
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return ids
-
-
 def build_backend(args: argparse.Namespace, tokenizer: Any) -> tuple[Backend, dict[str, Any]]:
     device = torch.device(
         args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -428,7 +417,7 @@ def build_backend(args: argparse.Namespace, tokenizer: Any) -> tuple[Backend, di
     dtype = _dtype(args.dtype, device, args.model)
     started = time.monotonic()
     model = load_model(args.model, dtype, device, args.random_weights, args.seed)
-    eos = eos_ids_of(model, tokenizer)
+    eos = eos_token_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
     static = args.cache == "static" or (args.cache == "auto" and device.type == "cuda")
     loaded: dict[str, Any] = {"target_load_s": round(time.monotonic() - started, 2)}
@@ -483,6 +472,10 @@ def build_backend(args: argparse.Namespace, tokenizer: Any) -> tuple[Backend, di
         {
             "device": str(device),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            # which physical GPU this is, as the worker's pinning left it (multi-GPU runs)
+            "device_uuid": _device_uuid(torch, device),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_device_count": torch.cuda.device_count() if device.type == "cuda" else 0,
             "dtype": str(dtype).removeprefix("torch."),
             "static_cache": static,
             "eos_token_ids": sorted(eos),
@@ -491,6 +484,13 @@ def build_backend(args: argparse.Namespace, tokenizer: Any) -> tuple[Backend, di
         }
     )
     return backend, loaded
+
+
+def _device_uuid(torch: Any, device: Any) -> str | None:
+    if device.type != "cuda":
+        return None
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return f"GPU-{uuid}" if uuid is not None else None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -140,3 +140,24 @@ def test_sampler_without_nvml_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
     assert summary["num_samples"] == 0
     assert any("NVML sampling unavailable" in n for n in summary["notes"])
     assert GpuSampler([]).start().summary()["notes"] == []  # CPU engine: nothing to sample
+
+
+def test_sample_reads_utilisation_when_nvml_has_it() -> None:
+    from types import SimpleNamespace
+
+    nv = SimpleNamespace(
+        NVML_CLOCK_SM=0,
+        NVML_CLOCK_MEM=1,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetPowerUsage=lambda h: 250_000,
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=2**30),
+        nvmlDeviceGetCurrentClocksThrottleReasons=lambda h: 0,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [],
+        nvmlDeviceGetClockInfo=lambda h, k: 1980,
+        nvmlDeviceGetTemperature=lambda h, k: 40,
+        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=87, memory=30),
+    )
+    s = GpuSampler._sample(nv, 1, object(), 0.5)
+    assert s["gpu_util_pct"] == 87 and s["index"] == 1 and s["power_w"] == 250.0
+    del nv.nvmlDeviceGetUtilizationRates  # an older NVML binding: no reading, no crash
+    assert GpuSampler._sample(nv, 1, object(), 0.5)["gpu_util_pct"] is None
