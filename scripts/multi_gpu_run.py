@@ -138,11 +138,15 @@ def nvml_uuids() -> dict[int, str]:
 def run_phase(
     name: str, suite: Path, xdist: list[str], extra: list[str], args: argparse.Namespace
 ) -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
     from specperf.environment import GpuSampler
 
     results = args.out / f"results-{name}"
     cmd = [sys.executable, "-m", "pytest", "tests/perf/test_matrix.py", "-m", "perf"]
-    cmd += ["-p", "specperf.plugin", "--suite", str(suite), *xdist, *extra]
+    if not any(ep.value.startswith("specperf") for ep in entry_points(group="pytest11")):
+        cmd += ["-p", "specperf.plugin"]  # not pip-installed (the bare CUDA image)
+    cmd += ["--suite", str(suite), *xdist, *extra]
     cmd += ["--results-dir", str(results), "--baselines-dir", str(args.out / "baselines")]
     cmd += ["-p", "no:cacheprovider", "-rA", "--benchmark-disable"]
     env = {
