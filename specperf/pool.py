@@ -77,7 +77,15 @@ def visible_gpus(
     never replaced), else what nvidia-smi lists; [] on a CPU machine."""
     environ = os.environ if environ is None else environ
     if option:
-        return parse_gpus(option)
+        gpus = parse_gpus(option)
+        present = detect()  # [] without nvidia-smi: nothing to check against
+        missing = [g for g in gpus if g.isdigit() and present and g not in present]
+        if missing:
+            raise ConfigError(
+                f"--gpus {option}: no GPU {', '.join(missing)} on this machine "
+                f"(nvidia-smi lists {', '.join(present)})"
+            )
+        return gpus
     outer = environ.get("CUDA_VISIBLE_DEVICES")
     if outer is not None:
         return [] if outer.strip() in ("", "-1") else parse_gpus(outer, "CUDA_VISIBLE_DEVICES")

@@ -44,7 +44,8 @@ def test_cpu_sets_are_disjoint_and_cover_all():
 
 def test_visible_gpus_precedence():
     env = {"CUDA_VISIBLE_DEVICES": "2,3"}
-    assert pl.visible_gpus("0,1", env, detect=lambda: ["9"]) == ["0", "1"]
+    assert pl.visible_gpus("0,1", env, detect=lambda: ["0", "1", "9"]) == ["0", "1"]
+    assert pl.visible_gpus("0,1", env, detect=lambda: []) == ["0", "1"]  # no nvidia-smi
     assert pl.visible_gpus(None, env, detect=lambda: ["9"]) == ["2", "3"]
     assert pl.visible_gpus(None, {}, detect=lambda: ["0", "1"]) == ["0", "1"]
     assert pl.visible_gpus(None, {"CUDA_VISIBLE_DEVICES": ""}, detect=lambda: ["0"]) == []
@@ -191,3 +192,13 @@ def test_append_jsonl_keeps_dir_tidy(tmp_path):
     assert [r["a"] for r in pl.read_start_log(f)] == [1, 2]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".locks", "x.jsonl"]
     assert isinstance(tmp_path, Path)
+
+
+def test_gpus_option_must_name_gpus_that_exist():
+    # seen on a 1-GPU H200: --gpus 0,1 was taken and the engine ran with CUDA_VISIBLE_DEVICES=0,1
+    with pytest.raises(
+        ConfigError, match=r"--gpus 0,1: no GPU 1 on this machine \(nvidia-smi lists 0\)"
+    ):
+        pl.visible_gpus("0,1", {}, detect=lambda: ["0"])
+    uuid = "GPU-5b2beebe-7164-8ebd-db2c-6cb65bba2fe3"  # UUIDs pass through unchecked
+    assert pl.visible_gpus(uuid, {}, detect=lambda: ["0"]) == [uuid]
