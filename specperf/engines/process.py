@@ -190,6 +190,11 @@ def kill_group(
         with contextlib.suppress(subprocess.TimeoutExpired):
             leader.wait(timeout=5)
     psutil.wait_procs([p for p in extra if _alive(p)], timeout=3)
+    # SIGKILL is delivered asynchronously: return only once the group is really gone (on a
+    # loaded machine a member could otherwise still be running when the owner exits)
+    gone_by = time.monotonic() + 3.0
+    while group_members(pgid) and time.monotonic() < gone_by:
+        time.sleep(0.05)
 
 
 def _alive(p: psutil.Process) -> bool:
