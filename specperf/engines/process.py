@@ -334,13 +334,13 @@ def _install_exit_hooks() -> None:
         return
     for signum in (signal.SIGTERM, signal.SIGHUP):
         previous = signal.getsignal(signum)
+        if previous == signal.SIG_IGN:
+            continue  # e.g. SIGHUP under nohup: the run goes on, so must its engines
 
         def handler(num: int, frame: Any, _previous: Any = previous) -> None:
             stop_all()
             if callable(_previous):
                 _previous(num, frame)
-            elif _previous == signal.SIG_IGN:
-                return
             else:  # default action: die by the same signal, as the caller expects
                 signal.signal(num, signal.SIG_DFL)
                 os.kill(os.getpid(), num)

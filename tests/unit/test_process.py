@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -261,10 +262,15 @@ def test_sweep_kills_engines_of_dead_owners_only(runtime: Path, tmp_path: Path) 
 
 OWNER = textwrap.dedent(
     """
-    import json, sys, time
+    import json, signal, sys, time
     from pathlib import Path
     from specperf.engines.process import ServerProcess, free_port
     pdeathsig, watchdog, log = sys.argv[1] == "1", sys.argv[2] == "1", Path(sys.argv[3])
+    # an owner as a terminal starts it, whatever started this test (a background job starts
+    # with SIGINT ignored, nohup with SIGHUP ignored); "keep" leaves the inherited ones
+    if sys.argv[4] != "keep":
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     port = free_port()
     serve = f"{sys.executable} -m http.server --bind 127.0.0.1 {port}"
     sp = ServerProcess(["sh", "-c", f"sleep 300 & exec {serve}"], log_path=log,
@@ -276,14 +282,18 @@ OWNER = textwrap.dedent(
 )
 
 
-def start_owner(tmp_path: Path, pdeathsig: bool, watchdog: bool) -> tuple[subprocess.Popen, dict]:
+def start_owner(
+    tmp_path: Path, pdeathsig: bool, watchdog: bool, signals: str = "default", **popen: Any
+) -> tuple[subprocess.Popen, dict]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [str(int(pdeathsig)), str(int(watchdog)), str(tmp_path / "o"), signals]
     owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER, str(int(pdeathsig)), str(int(watchdog)), str(tmp_path / "o")],
+        [sys.executable, "-c", OWNER, *args],
         stdout=subprocess.PIPE,
         env=env,
         cwd=tmp_path,
         start_new_session=True,
+        **popen,
     )
     assert owner.stdout is not None
     line = owner.stdout.readline()
@@ -328,6 +338,26 @@ def test_signalled_owner_tears_down_before_exiting(tmp_path: Path, signum: int) 
         # no watchdog, no pdeathsig: only the owner's own handler/atexit can have done it
         assert not group_members(info["pgid"])
     finally:
+        force_kill_group(info["pgid"])
+
+
+def test_ignored_sighup_leaves_owner_and_engine_running(tmp_path: Path) -> None:
+    """Under nohup (SIGHUP ignored) a hang-up must not tear the engines down under a run that
+    goes on."""
+
+    def ignore_hup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    owner, info = start_owner(
+        tmp_path, pdeathsig=False, watchdog=False, signals="keep", preexec_fn=ignore_hup
+    )
+    try:
+        owner.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert owner.poll() is None and group_members(info["pgid"])
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)
         force_kill_group(info["pgid"])
 
 
