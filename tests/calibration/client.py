@@ -9,6 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specperf.engines.base import EngineClient
+from specperf.errors import UnsupportedError
 from specperf.schemas import Counters
 
 _NAMES = {
@@ -32,10 +33,20 @@ class CalibrationClient(EngineClient):
         model: str = "calibration-model",
         api_key: str | None = None,
         token_ids: bool = False,
+        max_concurrency: int | None = None,
     ) -> None:
         super().__init__(base_url, model, api_key)
         self.token_ids = token_ids
+        self.max_concurrency = max_concurrency
         self.resets = 0
+
+    def check_workload(self, workload: Any) -> None:
+        """Dialled refusal (option ``max_concurrency``), as a batch-size-1 engine path refuses."""
+        if self.max_concurrency is not None and workload.concurrency > self.max_concurrency:
+            raise UnsupportedError(
+                f"calibration engine: concurrency {workload.concurrency} > "
+                f"max_concurrency {self.max_concurrency}"
+            )
 
     def counters(self) -> Counters:
         text = httpx.get(f"{self.base_url}/metrics", timeout=10, trust_env=False).text

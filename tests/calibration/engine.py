@@ -40,6 +40,7 @@ _OPTION_KEYS = {
     "jitter",
     "config",
     "token_ids",
+    "max_concurrency",
     "batch_slowdown",
     "version",
 }
@@ -103,7 +104,13 @@ class CalibrationEngine(ServerEngine):
 
     def connect(self) -> EngineClient:
         token_ids = bool(self.spec.option("token_ids", False))
-        return CalibrationClient(self.base_url, self.config["model"], token_ids=token_ids)
+        cap = self.spec.option("max_concurrency")
+        return CalibrationClient(
+            self.base_url,
+            self.config["model"],
+            token_ids=token_ids,
+            max_concurrency=None if cap is None else int(cap),
+        )
 
     def record_facts(self, live: bool) -> RecordFacts:
         version = str(self.config.get("version", "0.0.0+calibration"))

@@ -477,3 +477,31 @@ def test_shards_keep_groups_whole_and_cover_everything(perf):
     r = perf.runpytest_subprocess("-m", "perf", "--suite", "two.toml", "--shard", "3/2")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--shard 3/2: INDEX must be between 1 and 2*"])
+
+
+def test_workload_the_engine_refuses_is_a_skip_with_the_reason(perf):
+    # an engine whose client refuses concurrency > 1 (as transformers' speculative paths do)
+    perf.makefile(
+        ".toml",
+        capped=SUITE.replace(
+            'options = { step_ms = 3, ttft_ms = 5, output_tokens = 24, speed = "${speed}" }',
+            "options = { step_ms = 3, ttft_ms = 5, output_tokens = 24, max_concurrency = 1 }",
+        ),
+    )
+    res = perf.path / "r1"
+    r = run(
+        perf,
+        "--results-dir",
+        str(res),
+        "--method",
+        "native",
+        "--update-baselines",
+        suite="capped.toml",
+    )
+    r.assert_outcomes(passed=1, skipped=1)
+    r.stdout.fnmatch_lines(
+        ["*not supported by this engine: calibration engine: concurrency 2 > max_concurrency 1*"]
+    )
+    assert (res / "cal-native-mt-bench-c1" / "summary.json").exists()
+    assert not (res / "cal-native-mt-bench-c2").exists()  # refused before anything was measured
+    assert list(baseline(perf)) and all("/c2/" not in k for k in baseline(perf))
