@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from specperf.engines.base import Devices, EngineSpec
-from specperf.engines.vllm import VllmClient, VllmEngine
+from specperf.engines import get_engine_class
+from specperf.engines.base import Devices, Engine, EngineSpec
+from specperf.engines.vllm import VllmClient
 from specperf.errors import ConfigError
 from specperf.schemas import Counters
 
@@ -74,11 +75,12 @@ def tiny_spec(python: str, model: Path, **kw: Any) -> EngineSpec:
 
 @pytest.fixture
 def start_engine(tmp_path: Path, runtime_dir: Path) -> Iterator[Any]:
-    """``start_engine(spec) -> VllmEngine`` (started); every engine is stopped at teardown."""
-    started: list[VllmEngine] = []
+    """``start_engine(spec) -> Engine`` of the spec's kind (started); every engine is stopped at
+    teardown."""
+    started: list[Engine] = []
 
-    def start(spec: EngineSpec) -> VllmEngine:
-        engine = VllmEngine(spec, Devices(), tmp_path / "logs")
+    def start(spec: EngineSpec) -> Engine:
+        engine = get_engine_class(spec.kind)(spec, Devices(), tmp_path / "logs")
         started.append(engine)
         engine.start(START_TIMEOUT_S)
         return engine

