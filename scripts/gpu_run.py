@@ -173,49 +173,65 @@ def gpu_indices() -> list[int]:
         return []
 
 
-def run_pass(
-    name: str, args: argparse.Namespace, models_dir: Path, results: Path, log: Path
-) -> dict[str, Any]:
-    """One ``pytest -m perf -n 1`` pass with NVML sampled in this process meanwhile."""
+def perf_pytest(tests: str = "tests/perf") -> list[str]:
+    """``python -m pytest TESTS -m perf`` with the plugin loaded by -p where it is not installed
+    (the bare CUDA image has no entry point)."""
     from importlib.metadata import entry_points
 
-    from specperf.environment import GpuSampler
-
-    cmd = [sys.executable, "-m", "pytest", "tests/perf", "-m", "perf", "-n", "1"]
+    cmd = [sys.executable, "-m", "pytest", tests, "-m", "perf"]
     if not any(ep.value.startswith("specperf") for ep in entry_points(group="pytest11")):
-        cmd += ["-p", "specperf.plugin"]  # not pip-installed (e.g. a bare CUDA image)
-    cmd += ["--suite", str(SUITE), "--setting", f"models_dir={models_dir}"]
-    cmd += ["--setting", f"device={args.device}"]
-    cmd += ["--results-dir", str(results), "--baselines-dir", str(args.baselines_dir)]
-    cmd += ["-p", "no:cacheprovider", "-rA", "--benchmark-disable"]
-    if name == "update":
-        cmd += ["--update-baselines"]
-    cmd += args.pytest_args
-    env = {
+        cmd += ["-p", "specperf.plugin"]
+    return [*cmd, "-p", "no:cacheprovider", "-rA", "--benchmark-disable"]
+
+
+def repo_env() -> dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    print(f"== pass {name}: {' '.join(cmd)}", flush=True)
-    sampler = GpuSampler(gpu_indices(), interval_s=0.25)
-    wall0 = time.time()  # sample t=0 (the sampler counts from its start)
-    sampler.start()
-    started = time.time()
+
+
+def run_logged(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> int:
+    """Run ``cmd`` in its own session with output to ``log``; past ``timeout_s`` TERM then KILL
+    the whole group (engines die with their owner: ServerProcess watchdog) and return 124."""
     with log.open("w") as fh:
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
-            code = proc.wait(timeout=args.pass_timeout)
+            return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            # the whole pytest group: engines die with their owner (ServerProcess watchdog)
             os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            code = 124
-            fh.write(f"\n# gpu_run: pass {name} stopped after {args.pass_timeout:.0f} s\n")
+            fh.write(f"\n# stopped after {timeout_s:.0f} s\n")
+            return 124
+
+
+def run_pass(
+    name: str, args: argparse.Namespace, models_dir: Path, results: Path, log: Path
+) -> dict[str, Any]:
+    """One ``pytest -m perf -n 1`` pass with NVML sampled in this process meanwhile."""
+    from specperf.environment import GpuSampler
+
+    cmd = [*perf_pytest(), "-n", "1"]
+    cmd += ["--suite", str(SUITE), "--setting", f"models_dir={models_dir}"]
+    cmd += ["--setting", f"device={args.device}"]
+    cmd += ["--results-dir", str(results), "--baselines-dir", str(args.baselines_dir)]
+    if name == "update":
+        cmd += ["--update-baselines"]
+    cmd += args.pytest_args
+    env = repo_env()
+    print(f"== pass {name}: {' '.join(cmd)}", flush=True)
+    sampler = GpuSampler(gpu_indices(), interval_s=0.25)
+    wall0 = time.time()  # sample t=0 (the sampler counts from its start)
+    sampler.start()
+    started = time.time()
+    code = run_logged(cmd, env, log, args.pass_timeout)
     sampler.stop()
     tail = log.read_text(errors="replace").splitlines()[-25:]
     print("\n".join(tail), flush=True)

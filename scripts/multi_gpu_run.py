@@ -36,7 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gpu_run import build_models, item_figures  # noqa: E402
+from gpu_run import (  # noqa: E402
+    build_models,
+    item_figures,
+    perf_pytest,
+    repo_env,
+    run_logged,
+)
 
 PHASES = ("n1", "n2", "alone", "busy", "one_at_a_time", "tp2")
 
@@ -138,21 +144,12 @@ def nvml_uuids() -> dict[int, str]:
 def run_phase(
     name: str, suite: Path, xdist: list[str], extra: list[str], args: argparse.Namespace
 ) -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
     from specperf.environment import GpuSampler
 
     results = args.out / f"results-{name}"
-    cmd = [sys.executable, "-m", "pytest", "tests/perf/test_matrix.py", "-m", "perf"]
-    if not any(ep.value.startswith("specperf") for ep in entry_points(group="pytest11")):
-        cmd += ["-p", "specperf.plugin"]  # not pip-installed (the bare CUDA image)
-    cmd += ["--suite", str(suite), *xdist, *extra]
+    cmd = [*perf_pytest("tests/perf/test_matrix.py"), "--suite", str(suite), *xdist, *extra]
     cmd += ["--results-dir", str(results), "--baselines-dir", str(args.out / "baselines")]
-    cmd += ["-p", "no:cacheprovider", "-rA", "--benchmark-disable"]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = repo_env()
     env.pop("CUDA_VISIBLE_DEVICES", None)
     burner = None
     if name == "busy":
@@ -167,19 +164,7 @@ def run_phase(
     t0 = time.time()
     sampler.start()
     log = args.out / f"pytest-{name}.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            code = proc.wait(timeout=args.phase_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-            code = 124
+    code = run_logged(cmd, env, log, args.phase_timeout)
     seconds = time.time() - t0
     sampler.stop()
     if burner is not None:
@@ -318,7 +303,7 @@ def main() -> int:
                 str(args.out / "report-n2"),
             ],
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=repo_env(),
             check=False,
         )
     with tarfile.open(args.out / "results.tar.gz", "w:gz") as tar:
