@@ -165,7 +165,7 @@ def resolve_tiny(ref: str) -> Path:
     if recipe_name not in testmodels.RECIPES:
         known = ", ".join(f"tiny:{n}, tiny:{n}-eagle3" for n in sorted(testmodels.RECIPES))
         raise ConfigError(f"{ref}: unknown tiny model (known: {known})")
-    path = testmodels.ensure_tiny_model(testmodels.recipe_named(recipe_name))
+    path = testmodels.ensure_tiny_model(testmodels.RECIPES[recipe_name])
     return testmodels.tiny_eagle3_path(path) if head else path
 
 

@@ -169,11 +169,12 @@ class SuiteSession:
             return summary
 
         def run_all() -> None:
-            nonlocal engine
+            nonlocal engine, record
             for k in range(1, self.opts.repeat + 1):
                 if k > 1 and self.opts.restart_between_repeats:
                     self.pool.release(f"fresh engine for repeat {k}")
                     engine = self.engine_for(item)
+                    record = engine.record()  # this repeat's engine: its pid, log, start-up
                 s = run_once(k)
                 summaries.append(s)
                 if s.get("engine_died") or not engine.is_alive():

@@ -381,6 +381,12 @@ def test_restart_between_repeats_starts_a_fresh_engine_for_each(perf):
     )
     r.assert_outcomes(passed=1)
     assert len(starts(res)) == 3
+    item = res / "cal-native-mt-bench-c1"
+    pids = [
+        json.loads(f.read_text())["environment"]["engine"]["pid"]
+        for f in (item / "summary.json", *sorted(item.glob("repeat-*/summary.repeat.json")))
+    ]
+    assert len(set(pids)) == 3  # each repeat's summary records the engine that measured it
     stops = [json.loads(x) for x in (res / "engine-starts.jsonl").read_text().splitlines()]
     reasons = [x.get("reason") for x in stops if x["event"] == "stop"]
     assert reasons[:2] == ["fresh engine for repeat 2", "fresh engine for repeat 3"]
