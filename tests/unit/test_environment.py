@@ -60,7 +60,34 @@ def test_hardware_profile_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert hardware_profile("my-lab-box", gpus=[gpu("NVIDIA L40")]) == "my-lab-box"
     monkeypatch.setattr(env_mod, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
-    assert hardware_profile(gpus=[], cpus=2) == "cpu-amd-epyc-9654-2c"
+    monkeypatch.setattr(env_mod, "cpu_vendor", lambda: "amd")
+    monkeypatch.setattr(env_mod, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-amd-epyc-9654-avx512-2c"
+    monkeypatch.setattr(env_mod, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8481C CPU")
+    monkeypatch.setattr(env_mod, "cpu_vendor", lambda: "intel")
+    monkeypatch.setattr(env_mod, "cpu_flags", lambda: {"avx2", "avx512f", "amx_tile", "amx_bf16"})
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-intel-xeon-platinum-8481c-amx-2c"
+    # a forced weaker kernel ISA is another numerics profile
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-intel-xeon-platinum-8481c-avx2-2c"
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [
+        ({"avx2"}, {}, "avx2"),
+        ({"avx2", "avx512f"}, {}, "avx512"),
+        ({"avx2", "avx512f", "amx_tile"}, {}, "amx"),
+        ({"sse4_2"}, {}, "base"),
+        ({"avx2", "avx512f"}, {"ATEN_CPU_CAPABILITY": "default"}, "base"),
+        ({"avx2", "avx512f"}, {"ONEDNN_MAX_CPU_ISA": "avx512_core_amx"}, "avx512"),
+        ({"avx2"}, {"ONEDNN_MAX_CPU_ISA": "ALL"}, "avx2"),
+    ],
+)
+def test_isa_class(flags, env, expected) -> None:
+    assert env_mod.isa_class(flags, env) == expected
 
 
 def test_environment_record_on_this_machine(tmp_path: Path) -> None:
