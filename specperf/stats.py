@@ -80,7 +80,11 @@ def _sd(xs: Sequence[float]) -> float:
 
 def pooled_log_sd(current: Sequence[float], baseline: Sequence[float]) -> tuple[float, int]:
     """Pooled standard deviation of the log values of both groups and its degrees of freedom."""
-    a, b = _logs(current), _logs(baseline)
+    return _pooled_sd(_logs(current), _logs(baseline))
+
+
+def _pooled_sd(a: Sequence[float], b: Sequence[float]) -> tuple[float, int]:
+    """Pooled standard deviation of two groups of (already log) values, and its df."""
     ss, df = 0.0, 0
     for xs in (a, b):
         if len(xs) >= 2:
@@ -119,7 +123,7 @@ def decide(
             f"baseline has {len(b)} start(s); at least {min_baseline_starts} are needed "
             "to know its spread",
         )
-    sd, df = pooled_log_sd(a, b)
+    sd, df = _pooled_sd(a, b)
     sd = max(sd, MIN_LOG_SD)
     df = max(df, 1)
     se = sd * math.sqrt(1 / len(a) + 1 / len(b))
@@ -159,7 +163,7 @@ def engine_wide(
         a, b = _logs(current), _logs(baseline)
         if not a or len(b) < min_baseline_starts:
             continue
-        sd, dfi = pooled_log_sd(a, b)
+        sd, dfi = _pooled_sd(a, b)
         sd = max(sd, MIN_LOG_SD)
         ds.append(sum(a) / len(a) - sum(b) / len(b))
         var += sd**2 * (1 / len(a) + 1 / len(b))

@@ -626,7 +626,8 @@ def _decide(
             return
         geo = math.exp(sum(math.log(v) for v in base) / len(base))
         c.baseline = geo
-        c.measured = math.exp(sum(math.log(v) for v in current if v > 0) / len(current))
+        if len(current) > 1:  # the figure compared is the geometric mean of this run's starts
+            c.measured = math.exp(sum(math.log(v) for v in current if v > 0) / len(current))
         c.delta = d.ratio - 1
         if d.interval:
             c.interval = (d.interval[0] * geo, d.interval[1] * geo)
@@ -641,8 +642,8 @@ def _decide(
         c.status = "fail" if regressed else "pass"
         c.reason = _join(
             c.reason,
-            f"point comparison: baseline has {len(base)} start(s), the suite declares "
-            "this metric deterministic",
+            f"point comparison with the tolerance: baseline has {len(base)} start(s) and the "
+            'suite gates this metric "always"',
         )
         if (
             regressed
