@@ -177,10 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.baseline}: no gated metric has enough starts to resample", file=sys.stderr)
         return 2
     rel = args.baseline.resolve()
-    try:
+    if rel.is_relative_to(ROOT):
         rel = rel.relative_to(ROOT)
-    except ValueError:
-        pass
     text = table(rows, alpha, args.starts, str(rel))
     print(text)
     if args.write_docs:
