@@ -400,3 +400,24 @@ def test_rules_carry_a_scope_that_must_exist_in_the_suite(tmp_path):
         with pytest.raises(ConfigError, match=rf"rules\[0\] \(r\)\.{field}: .* not in this suite"):
             load_suite(str(write(tmp_path, text)))
         assert known
+
+
+def test_l40_floor_applies_only_to_the_seed_workload():
+    """The 1.3x floor's evidence is one serial zh-long run with Qwen3's default sampling: the
+    verdict's rule subjects are that item only, and its scope names what the suite has."""
+    from types import SimpleNamespace
+
+    from specperf import baselines, verdict
+    from specperf.config import check_rule_scope
+
+    path = Path(__file__).resolve().parents[2] / "baselines" / "nvidia-l40x1.json"
+    (rule,) = [r for r in baselines.load_baselines(path).rules if r.min == 1.3]
+    assert rule.evidence and "serial" in rule.evidence
+    suite = load_suite("qwen3-8b")
+    check_rule_scope([rule], str(path), suite.models, suite.datasets, suite.sampling, suite.sweep)
+    results = {
+        i.key.as_str(): SimpleNamespace(key=i.key) for i in suite.items()
+    }  # every item of the suite measured
+    assert verdict._rule_subjects(rule, results, None) == [
+        ItemKey("qwen3-8b", "vllm", "eagle3", "zh-long", 1, "qwen3-default")
+    ]
