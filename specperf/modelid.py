@@ -115,11 +115,8 @@ def is_path_like(value: str) -> bool:
     return value.startswith(("/", "~", "./", "../")) or bool(re.match(r"[A-Za-z]:\\", value))
 
 
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY", re.I)
-
-
 def portable(value: object) -> object:
-    """A server flag or env value as a fingerprint holds it: paths → ``<path>``."""
+    """A server flag as a fingerprint holds it: paths → ``<path>``."""
     if isinstance(value, str) and is_path_like(value):
         return "<path>"
     if isinstance(value, str) and "=" in value:  # --flag=/some/path
@@ -129,17 +126,10 @@ def portable(value: object) -> object:
     return value
 
 
-def portable_env(env: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """Engine env for a fingerprint: secrets redacted, paths replaced (values stay otherwise:
-    VLLM_CPU_KVCACHE_SPACE or an attention backend change what is measured)."""
-    return {k: "<redacted>" if SECRET_NAME.search(k) else str(portable(v)) for k, v in sorted(env)}
-
-
 __all__ = [
     "dir_digest",
     "hashed_files",
     "is_path_like",
     "model_identity",
     "portable",
-    "portable_env",
 ]

@@ -367,8 +367,11 @@ def test_every_server_shape_field_is_in_the_fingerprint(tmp_path):
     assert eager["server_shape"]["enforce_eager"] is True and eager != base
     flags = _fp(tmp_path, "Org/M", extra='extra_args = ["--block-size", "32", "--x=/tmp/y"]\n')
     assert flags["server_shape"]["extra_args"] == ["--block-size", "32", "--x=<path>"]
-    env = _fp(tmp_path, "Org/M", extra='env = { KV = "2", HF_TOKEN = "s3cret", CACHE = "/d" }\n')
-    assert env["server_shape"]["env"] == {"CACHE": "<path>", "HF_TOKEN": "<redacted>", "KV": "2"}
+    kv = _fp(tmp_path, "Org/M", extra='env = { VLLM_CPU_KVCACHE_SPACE = "2", RELEASE = "1" }\n')
+    assert kv["server_shape"]["kv_cache_space"] == "2"
+    # other env is the engine build (the release watch passes the version through it)
+    other = _fp(tmp_path, "Org/M", extra='env = { VLLM_CPU_KVCACHE_SPACE = "2", RELEASE = "2" }\n')
+    assert other == kv and "RELEASE" not in json.dumps(kv)
 
 
 # ----------------------------------------------------------------- rule scope
