@@ -923,6 +923,7 @@ def _parse_workload(r: _Reader) -> tuple[WorkloadSpec, int | None]:
         item_deadline_s=r.get("item_deadline_s", float, default=base.item_deadline_s),
         prefix_cache=r.choice("prefix_cache", ("reset", "disabled", "keep"), default="reset"),
         max_failed_fraction=r.get("max_failed_fraction", float, default=0.0),
+        min_duration_s=r.get("min_duration_s", float, default=base.min_duration_s),
     )
     warmup = r.get("warmup_requests", int)
     r.check_unknown([])

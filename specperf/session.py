@@ -101,9 +101,7 @@ class SuiteSession:
         """Per-check level: the run's false-alarm budget over the suite's gated checks (the
         whole matrix, so a filtered run decides exactly as the full one)."""
         items = self.suite.items()
-        return vd.check_alpha(
-            self.suite.metrics, len(items), len({it.key.engine for it in items})
-        )
+        return vd.check_alpha(self.suite.metrics, len(items), len({it.key.engine for it in items}))
 
     def write_snapshot(self) -> None:
         snap = self.suite.to_json()
@@ -263,7 +261,11 @@ class SuiteSession:
         summary["figures"] = figures
         summary["repeats"] = [
             {m: vd.figure(s, m) for m in figures}
-            | {"engine_died": bool(s.get("engine_died")), "wall_clock": s.get("wall_clock")}
+            | {
+                "engine_died": bool(s.get("engine_died")),
+                "wall_clock": s.get("wall_clock"),
+                "duration_s": s.get("duration_s"),
+            }
             for s in summaries
         ]
         if len(summaries) > 1:

@@ -465,6 +465,27 @@ def run_checks(result: ItemResult, max_failed_fraction: float = 0.0) -> list[Che
 
 
 LATENCY_PREFIXES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+DEFAULT_MIN_DURATION_S = 5.0
+
+
+def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -> str | None:
+    """Why the item's speed says nothing (None: long enough). A run of half a second is mostly
+    ramp-up and tail: one late wake-up moves it by tens of per cent. The shortest repeat
+    counts."""
+    if min_duration_s is None:
+        wl = summary.get("workload") or {}
+        min_duration_s = float(wl.get("min_duration_s", DEFAULT_MIN_DURATION_S))
+    if min_duration_s <= 0:
+        return None
+    durations = [figure(r, "duration_s") for r in summary.get("repeats") or []]
+    durations = [d for d in durations if d is not None] or [figure(summary, "duration_s")]
+    shortest = min((d for d in durations if d is not None), default=None)
+    if shortest is None or shortest >= min_duration_s:
+        return None
+    return (
+        f"the item lasted {shortest:.2f} s < {min_duration_s:g} s: too short to time on this "
+        "machine; raise its requests (or [workload] min_duration_s)"
+    )
 
 
 def delivery_bound(summary: Mapping[str, Any]) -> str | None:
@@ -487,10 +508,12 @@ def evaluate_item(
     today: _dt.date | None = None,
     alpha: float = stats.DEFAULT_RUN_ALPHA,
     missing_reason: str | None = None,
+    min_duration_s: float | None = None,
 ) -> list[Check]:
     """Every check of one item against its baseline entry (None: missing). ``alpha`` is the
     per-check level of the statistical decisions; ``missing_reason`` says why no entry exists
-    (e.g. no baseline file for this hardware profile)."""
+    (e.g. no baseline file for this hardware profile); speeds of an item that lasted less than
+    ``min_duration_s`` (default: the item's own workload setting, else 5 s) are not judged."""
     key = result.key
     ks = key.as_str()
     profile = hardware_profile or result.hardware_profile
@@ -529,6 +552,7 @@ def evaluate_item(
     figures = result.figures
     length_note: str | None = None
     delivery = delivery_bound(result.summary)
+    short = too_short(result.summary, min_duration_s)
     ordered = sorted(policies, key=lambda m: m != LENGTH_METRIC)  # length first
     for metric in ordered:
         pol = policies[metric]
@@ -598,6 +622,11 @@ def evaluate_item(
         if pol.length_dependent and length_note:
             c.status = "not_evaluated"
             c.reason = length_note
+            checks.append(c)
+            continue
+        if pol.hardware_bound and short:
+            c.status = "not_evaluated"
+            c.reason = short
             checks.append(c)
             continue
         _decide(c, metric, pol, entry, fig, measured, alpha)

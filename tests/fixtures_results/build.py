@@ -370,6 +370,9 @@ def run_info(build: str, method: str, dataset: str, c: int) -> dict[str, Any]:
         "concurrency": c,
         "serial": c == 1,
         "sampling": SAMPLING,
+        # simulated GPU items of 6 requests last 0.7-3 s: the fixture suite times items from
+        # half a second (the built-in floor is 5 s)
+        "workload": {"concurrency": c, "num_requests": REQUESTS_PER_ITEM, "min_duration_s": 0.5},
         "hardware_profile": HW,
         "fingerprint": fingerprint,
         "worker": "gw0",

@@ -581,3 +581,53 @@ def test_table_orders_failures_first():
     assert lines[0].split() == ["key", "metric", "measured", "baseline", "delta", "verdict"]
     assert lines[2].split()[-1] == "FAIL" and lines[3].split()[-1] == "PASS"
     assert "-50.0%" in lines[2]
+
+
+def test_speed_of_a_too_short_item_is_not_judged():
+    checks = vd.evaluate_item(
+        vd.ItemResult(summary(tok_s=50.0, duration_s=0.4)), base_entry(), POL, hardware_profile="hw"
+    )
+    c = by_metric(checks)["output_throughput_tok_s"]
+    assert c.status == "not_evaluated" and c.gated and "lasted 0.40 s < 5 s" in c.reason
+    assert by_metric(checks)["mean_acceptance_length"].status == "pass"  # counters still count
+    assert vd.outcome(checks).status == "skip"
+    long_enough = vd.evaluate_item(
+        vd.ItemResult(summary(tok_s=50.0, duration_s=6.0)), base_entry(), POL, hardware_profile="hw"
+    )
+    assert by_metric(long_enough)["output_throughput_tok_s"].status == "fail"
+
+
+def test_delivery_bound_latencies_are_not_judged_and_never_fail_strict():
+    pol = dict(POL)
+    pol["tpot_ms.p50"] = MetricPolicy("tpot_ms.p50", "lower", 0.10, "always", True)
+    s = summary(
+        duration_s=6.0,
+        tpot_ms={"p50": 0.005},
+        delivery={"bound": True, "reason": "64 chunks within 0.3 ms in 9 of 16 requests"},
+    )
+    entry = base_entry()
+    entry.metrics["tpot_ms.p50"] = bl.BaselineMetric(30.0, "lower", 0.10)
+    checks = vd.evaluate_item(vd.ItemResult(s), entry, pol, hardware_profile="hw")
+    c = by_metric(checks)["tpot_ms.p50"]
+    assert c.status == "not_evaluated" and not c.gated
+    assert c.reason.startswith("delivery-bound: 64 chunks")
+    assert vd.outcome(checks, strict=True).status == "pass"
+    # the same figure from a normally delivered stream is judged (and here fails)
+    s["delivery"] = {"bound": False}
+    checks = vd.evaluate_item(vd.ItemResult(s), entry, pol, hardware_profile="hw")
+    assert (
+        by_metric(checks)["tpot_ms.p50"].status == "pass"
+    )  # 0.005 ms is faster, "lower" is better
+
+
+def test_summary_line_counts_not_evaluated_apart_from_pass():
+    checks = [
+        vd.Check("a", "m", "pass"),
+        vd.Check("a", "n", "not_evaluated", reason="x"),
+        vd.Check("a", "o", "not_evaluated", reason="y", gated=False),
+        vd.Check("a", "p", "info", reason="report only"),
+        vd.Check("a", "q", "fail"),
+    ]
+    assert vd.summary_line(checks) == (
+        "1 fail, 1 pass, 1 not evaluated (gated), 1 not evaluated (report-only), 1 report only"
+    )
