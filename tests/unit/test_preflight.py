@@ -74,5 +74,7 @@ def test_suite_errors_also_end_with_the_results_path(perf: pytest.Pytester) -> N
     perf.makefile(".toml", broken="[suite]\nname = 3\n")
     r = perf.runpytest_subprocess("-m", "perf", "--suite", "broken.toml", "--results-dir", "r")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    r.stderr.fnmatch_lines(["*broken.toml: suite.name: expected a string, got int 3*", "results: *"])
+    r.stderr.fnmatch_lines(
+        ["*broken.toml: suite.name: expected a string, got int 3*", "results: *"]
+    )
     assert sum("broken.toml" in line for line in r.errlines) == 1
