@@ -22,6 +22,7 @@ from specperf import verdict as vd
 from specperf.config import Filters, Item, Suite, load_suite
 from specperf.engines.base import Devices
 from specperf.errors import EngineStartError, SpecperfError, UnsupportedError
+from specperf.progress import watch_engine_starts
 from specperf.session import UPDATE_MODES, ItemRun, SessionOptions, SuiteSession
 
 DEFAULT_SUITE = "cpu-tiny"
@@ -480,7 +481,7 @@ class SpecperfFixture:
                 return benchmark.pedantic(fn, rounds=1, iterations=1, warmup_rounds=0)
 
         try:
-            with _start_watch(self.session, item):
+            with watch_engine_starts(self.session, item):
                 run = self.session.measure(item, wrap=wrap)
         except UnsupportedError as exc:
             pytest.skip(f"not supported by this engine: {exc}")
@@ -513,19 +514,6 @@ class SpecperfFixture:
             pytest.xfail(lines)
         if lines:
             node.user_properties.append(("specperf_notes", lines))
-
-
-def _start_watch(session: SuiteSession, item: Item) -> Any:
-    """Progress lines while the item's engine starts (specperf.progress); they go where the
-    session's progress lines go (terminal without xdist, progress.log always)."""
-    from specperf.progress import EngineStartWatch
-
-    pool = session.pool
-    running = pool.engine is not None and pool.spec == item.spec and pool.engine.is_alive()
-    what = f"{item.spec.kind} {item.spec.label!r} ({item.spec.method})"
-    return EngineStartWatch(
-        session.results_dir, what, item.id, session.progress_line, expect_start=not running
-    )
 
 
 def _extra_info(run: ItemRun) -> dict[str, Any]:

@@ -14,9 +14,10 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 FIRST_HEARTBEAT_S = 15.0
 POLL_S = 0.25
@@ -51,6 +52,7 @@ class EngineStartWatch:
         self.expect_start = expect_start
         self.first_heartbeat_s, self.poll_s = first_heartbeat_s, poll_s
         self._stop = threading.Event()
+        self._lock = threading.RLock()  # the thread and flush() both poll
         self._thread: threading.Thread | None = None
         self._logs_seen = self._logs()
         self._rows_seen = self._row_count()
@@ -84,7 +86,10 @@ class EngineStartWatch:
     # ------------------------------------------------------------------ one poll
     def poll(self, now: float | None = None) -> None:
         """Look once and print what changed (the thread calls this; tests call it directly)."""
-        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._poll(time.monotonic() if now is None else now)
+
+    def _poll(self, now: float) -> None:
         new_logs = sorted(self._logs() - self._logs_seen, key=lambda p: p.stat().st_mtime)
         for log in new_logs:
             self._logs_seen.add(log)
@@ -144,4 +149,31 @@ class EngineStartWatch:
         self._since = None
 
 
-__all__ = ["EngineStartWatch"]
+@contextlib.contextmanager
+def watch_engine_starts(session: Any, item: Any) -> Iterator[EngineStartWatch]:
+    """The watch around measuring ``item`` in a SuiteSession: it prints through the session's
+    progress lines (terminal without xdist, ``progress.log`` always), and any other progress
+    line first lets the watch print what it has seen, so "ready" comes before "repeat 1/1
+    started" on the terminal."""
+    pool = session.pool
+    running = pool.engine is not None and pool.spec == item.spec and pool.engine.is_alive()
+    what = f"{item.spec.kind} {item.spec.label!r} ({item.spec.method})"
+    watch = EngineStartWatch(
+        session.results_dir, what, item.id, session.progress_line, expect_start=not running
+    )
+    log = session.log
+    if log is not None:
+
+        def ordered(line: str) -> None:
+            watch.poll()
+            log(line)
+
+        session.log = ordered
+    try:
+        with watch:
+            yield watch
+    finally:
+        session.log = log
+
+
+__all__ = ["EngineStartWatch", "watch_engine_starts"]

@@ -172,6 +172,11 @@ def _clip(text: str, width: int, *, left: bool = False) -> str:
     return "…" + text[-(width - 1) :] if left else text[: width - 1] + "…"
 
 
+def _metric_name(c: verdict.Check) -> str:
+    """The metric, with the rule's id when the metric does not already name it."""
+    return f"{c.metric} ({c.rule})" if c.rule and c.rule not in c.metric else c.metric
+
+
 def verdict_table(
     checks: Iterable[verdict.Check], *, include_pass: bool = True, width: int = TABLE_WIDTH
 ) -> str:
@@ -189,7 +194,7 @@ def verdict_table(
         groups.setdefault(c.item or c.key, []).append(c)
     order = sorted(groups, key=lambda g: min(_rank(c.status) for c in groups[g]))
     vals = [9, 9, 8, 13]  # measured, baseline, delta, verdict ("NOT EVALUATED")
-    names = [f"{c.metric} ({c.rule})" if c.rule else c.metric for c in rows]
+    names = [_metric_name(c) for c in rows]
     metric_w = min(width - 2 - sum(vals) - 2 * len(vals), max(len("metric"), *map(len, names)))
 
     def line(metric: str, *cells: str) -> str:
@@ -204,7 +209,7 @@ def verdict_table(
     for g in order:
         out.append(_clip(g, width, left=True))
         for c in sorted(groups[g], key=lambda c: (_rank(c.status), c.metric)):
-            name = f"{c.metric} ({c.rule})" if c.rule else c.metric
+            name = _metric_name(c)
             status = c.status.upper().replace("_", " ")
             out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), status))
             if c.status != "pass" and c.reason:

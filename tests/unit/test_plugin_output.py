@@ -31,6 +31,10 @@ def test_perf_output_is_specperfs_and_figures_still_reach_benchmark_json(perf): 
             "*engine calibration 'cal' (native): ready in * s (pid *)",
         ]
     )
+    lines = r.outlines
+    ready = next(i for i, x in enumerate(lines) if "ready in" in x)
+    started = next(i for i, x in enumerate(lines) if "repeat 1/1 started" in x)
+    assert ready < started, lines  # "ready" before the item's first progress line
     # the verdict table: grouped by item, 100 columns at most
     r.stdout.fnmatch_lines(
         ["*specperf verdict*", "  metric*verdict", "*", "cal-native-mt-bench-c1"]
