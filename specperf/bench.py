@@ -36,17 +36,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tier", default="full", help="tier of a named set (smoke|full)")
     p.add_argument("--concurrency", type=int, default=None, help="closed-loop slots (default 1)")
     p.add_argument("--serial", action="store_true", help="strictly serial (= --concurrency 1)")
-    p.add_argument("--num-requests", type=int, default=32)
-    p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=-1)
-    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument(
+        "--num-requests", type=int, default=32, help="measured requests (default 32)"
+    )
+    p.add_argument(
+        "--max-tokens", type=int, default=512, help="output tokens per request (default 512)"
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling (default 0: greedy)")
+    p.add_argument("--top-p", type=float, default=1.0, help="sampling (default 1.0)")
+    p.add_argument("--top-k", type=int, default=-1, help="sampling (default -1: off)")
+    p.add_argument("--min-p", type=float, default=0.0, help="sampling (default 0.0)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed sent with every request")
     p.add_argument("--no-seed", action="store_true", help="send no sampling seed")
     p.add_argument("--order-seed", type=int, default=0, help="seed of the request order")
     p.add_argument("--thinking", action="store_true", help="chat_template_kwargs.enable_thinking")
-    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument(
+        "--ignore-eos", action="store_true", help="generate max-tokens even past end-of-sequence"
+    )
     p.add_argument(
         "--warmup", type=int, default=None, help="warmup requests (default: one per slot)"
     )

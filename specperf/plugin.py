@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import os
 import shlex
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from specperf import verdict as vd
 from specperf.config import Filters, Item, Suite, load_suite
 from specperf.engines.base import Devices
 from specperf.errors import EngineStartError, SpecperfError, UnsupportedError
+from specperf.progress import watch_engine_starts
 from specperf.session import UPDATE_MODES, ItemRun, SessionOptions, SuiteSession
 
 DEFAULT_SUITE = "cpu-tiny"
@@ -55,6 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--suite",
         default=DEFAULT_SUITE,
+        metavar="NAME|PATH",
         help=f"packaged suite name or a suite TOML path (default {DEFAULT_SUITE})",
     )
     g.addoption(
@@ -64,19 +67,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME=VALUE",
         help="override a [settings] value of the suite (repeatable)",
     )
-    for name, what in (
-        ("engine", "engine names"),
-        ("method", "method names"),
-        ("dataset", "dataset names"),
-        ("concurrency", "concurrencies"),
-        ("model", "model names"),
-        ("sampling", "sampling profile names"),
+    for name, what, metavar in (
+        ("engine", "engine names", "NAME[,NAME]"),
+        ("method", "method names", "NAME[,NAME]"),
+        ("dataset", "dataset names", "NAME[,NAME]"),
+        ("concurrency", "concurrencies", "N[,N]"),
+        ("model", "model names", "NAME[,NAME]"),
+        ("sampling", "sampling profile names", "NAME[,NAME]"),
     ):
         g.addoption(
             f"--{name}",
             action="append",
             default=[],
             dest=f"specperf_{name}",
+            metavar=metavar,
             help=f"run only these {what} (comma-separated, repeatable)",
         )
     g.addoption(
@@ -85,11 +89,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="dataset tier (default: the suite's)",
     )
-    g.addoption("--results-dir", default=None, help="results directory (default results/<time>)")
+    g.addoption(
+        "--results-dir",
+        default=None,
+        metavar="DIR",
+        help="results directory (default results/<time>)",
+    )
     g.addoption(
         "--repeat",
         type=int,
         default=1,
+        metavar="N",
         help="measure each item N times; the verdict uses the median",
     )
     g.addoption(
@@ -102,17 +112,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--gpus",
         default=None,
+        metavar="LIST",
         help="GPUs to use, e.g. 0,1,2,3 (default: outer CUDA_VISIBLE_DEVICES or all); "
         "xdist worker i gets the i-th GPU (or TP group)",
     )
     g.addoption(
         "--hardware-profile",
         default=None,
+        metavar="NAME",
         help="baseline profile name (default: derived from the hardware)",
     )
     g.addoption(
         "--baselines-dir",
         default="baselines",
+        metavar="DIR",
         help="directory of per-hardware baseline files (default ./baselines)",
     )
     g.addoption(
@@ -122,7 +135,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         choices=UPDATE_MODES,
         metavar="all|missing|failed",
-        help="write measured figures into the baseline file (default: all)",
+        help="write measured figures into the baseline file: all (the default when the flag "
+        "has no value) every measured item; missing only items without an entry (or with a "
+        "stale one); failed only items whose metric checks failed. Review the JSON diff",
     )
     g.addoption(
         "--strict-baselines",
@@ -149,7 +164,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--progress-every",
         type=int,
         default=0,
+        metavar="N",
         help="print a progress line every N requests (default: every 10%%)",
+    )
+    g.addoption(
+        "--benchmark-table",
+        action="store_true",
+        help="also print pytest-benchmark's own table after a perf run (off: it times one "
+        "round of a whole item; the figures are in the verdict table and --benchmark-json)",
     )
 
 
@@ -158,7 +180,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> None:
-    """Pin this xdist worker's GPUs before any conftest or test module can touch CUDA."""
+    """Rootdir/ini file from the project (specperf.rootdir), then pin this xdist worker's GPUs
+    before any conftest or test module can touch CUDA."""
+    from specperf.rootdir import use_project_rootdir
+
+    use_project_rootdir(early_config, args)
     state = _State()
     early_config.stash[_STATE] = state
     worker = os.environ.get("PYTEST_XDIST_WORKER")
@@ -197,26 +223,85 @@ def _load_suite_from(ns: Any) -> Suite:
 
 
 # --------------------------------------------------------------------------- configure
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A perf run's terminal output is specperf's: pytest-benchmark's table (one round of a
+    whole item, meaningless there) only with --benchmark-table; --benchmark-json still gets
+    every figure."""
+    if _perf_requested(config) and not config.getoption("benchmark_table", False):
+        config.option.benchmark_quiet = True
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: performance matrix items (engines started, slow)")
     state = config.stash.get(_STATE, None)
     if state is None:
         state = config.stash[_STATE] = _State()
+    workerinput = getattr(config, "workerinput", None)
+    controller = workerinput is None or not workerinput.get("specperf_results_dir")
+    state.results_dir = (
+        _results_dir(config) if controller else Path(workerinput["specperf_results_dir"])
+    )
     try:
         state.suite = _load_suite_from(config.option)
         state.filters = _filters(config)
     except SpecperfError as exc:
+        if controller and _perf_requested(config):
+            _stop_on_input_errors([str(exc)], state.results_dir)
         if _explicit_suite(config):
             raise pytest.UsageError(f"specperf: {exc}") from None
         state.suite_error = str(exc)
     if state.devices is None and state.device_error is None:
         _assign(config, state, config.option)
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and workerinput.get("specperf_results_dir"):
-        state.results_dir = Path(workerinput["specperf_results_dir"])
-    else:
-        state.results_dir = _results_dir(config)
+    if controller:
+        if _perf_requested(config):
+            _preflight(config, state)
         config.pluginmanager.register(_Reporter(config, state), "specperf-reporter")
+
+
+def _stop_on_input_errors(errors: list[str], results_dir: Path) -> None:
+    from specperf.preflight import failure_text
+
+    raise pytest.UsageError(failure_text(errors, results_dir))
+
+
+def _preflight(config: pytest.Config, state: _State) -> None:
+    """Every input file the selected items read, before any engine starts (specperf.preflight):
+    one line per problem, then the results path, and the run stops (usage error)."""
+    from specperf.preflight import check_inputs
+
+    assert state.suite is not None and state.results_dir is not None
+    try:
+        items = state.suite.items(state.filters, tier=config.getoption("tier"))
+    except SpecperfError:
+        return  # a filter that selects nothing: reported at collection, as before
+    errors = check_inputs(items, _baseline_files(config, state))
+    if errors:
+        _stop_on_input_errors(errors, state.results_dir)
+
+
+def _baseline_files(config: pytest.Config, state: _State) -> list[Path]:
+    """The baseline file of each worker of this run (workers of one run may differ in CPU-set
+    size, which is part of a CPU hardware profile)."""
+    from specperf.baselines import baseline_path
+    from specperf.pool import assign_devices, visible_gpus
+
+    assert state.suite is not None
+    bdir = Path(config.getoption("baselines_dir")).resolve()
+    fixed = state.suite.baseline_file or config.getoption("hardware_profile")
+    if fixed:
+        return [baseline_path(bdir, fixed)]
+    count = int(getattr(config.option, "numprocesses", 0) or 0)
+    if getattr(config.option, "dist", "no") == "no":
+        count = 0
+    names = [f"gw{i}" for i in range(count)] or ["master"]
+    per = max((e.gpus for e in state.suite.engines), default=1)
+    try:
+        gpus = visible_gpus(config.getoption("gpus"))
+        devices = [assign_devices(w, len(names), gpus=gpus, gpus_per_worker=per) for w in names]
+    except SpecperfError:
+        return []  # device errors are reported by the session, as before
+    return [baseline_path(bdir, detect_hardware_profile(d)) for d in devices]
 
 
 def _explicit_suite(config: pytest.Config) -> bool:
@@ -396,7 +481,8 @@ class SpecperfFixture:
                 return benchmark.pedantic(fn, rounds=1, iterations=1, warmup_rounds=0)
 
         try:
-            run = self.session.measure(item, wrap=wrap)
+            with watch_engine_starts(self.session, item):
+                run = self.session.measure(item, wrap=wrap)
         except UnsupportedError as exc:
             pytest.skip(f"not supported by this engine: {exc}")
         except EngineStartError as exc:
@@ -525,13 +611,15 @@ def _terminal_logger(config: pytest.Config) -> Any:
     capman = config.pluginmanager.get_plugin("capturemanager")
     if tr is None:
         return None
+    lock = threading.Lock()  # the engine start watch prints from its own thread
 
     def log(line: str) -> None:
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
+        with lock:
+            if capman is not None:
+                with capman.global_and_fixture_disabled():
+                    tr.write_line(line)
+            else:
                 tr.write_line(line)
-        else:
-            tr.write_line(line)
 
     return log
 
@@ -588,7 +676,9 @@ class _Reporter:
         tr.section("specperf verdict")
         checks = state.checks
         many = len(checks) > MAX_TABLE_ROWS
-        tr.write_line(vd.format_table(checks, include_pass=not many))
+        from specperf.report.terminal import verdict_table
+
+        tr.write_line(verdict_table(checks, include_pass=not many, width=_width(tr)))
         if many:
             passed = sum(c.status == "pass" for c in checks)
             tr.write_line(f"({passed} passing checks not shown; all in verdict.json)")
@@ -618,6 +708,11 @@ class _Reporter:
                 terminal.write_step_summary(state.results_dir, state.checks)
         except (ImportError, SpecperfError) as exc:
             tr.write_line(f"report not written: {exc}")
+
+
+def _width(tr: Any) -> int:
+    """The terminal's width, at most 100 (the verdict table's layout width)."""
+    return min(100, int(getattr(getattr(tr, "_tw", None), "fullwidth", 100) or 100))
 
 
 def _profile_from_results(results_dir: Path) -> str | None:

@@ -9,9 +9,12 @@ Facts used here are in shared/reference/vllm.md (§1 counters, §3 --speculative
 from __future__ import annotations
 
 import ast
+import getpass
 import json
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -503,10 +506,12 @@ class VllmEngine(ServerEngine):
         return cpu_placement(self.spec, self.devices)
 
     def launch_plan(self, port: int) -> LaunchPlan:
-        """Direct (the env's python) or in a container (``docker run``, removed on stop)."""
+        """Direct (the env's python) or in a container (``docker run``, removed on stop).
+        Direct: the server gets its own temporary directory, removed when it stops."""
         env = server_env(self.spec, self.devices)
         if not self.spec.image:
-            return LaunchPlan(build_command(self.spec, port, self.host), env)
+            env, cleanup = private_tmpdir(env, self.spec.env)
+            return LaunchPlan(build_command(self.spec, port, self.host), env, cleanup)
         name = container.container_name(self.spec, port)
         args = [
             *self.spec.option("container_entrypoint", ()),
@@ -538,6 +543,35 @@ class VllmEngine(ServerEngine):
                 facts.notes.append("vLLM's 'non-default args' start-up line not found in the log")
             facts.server_config.update(parse_startup_facts(log_text))
         return facts
+
+
+def private_tmpdir(
+    env: dict[str, str], spec_env: Mapping[str, str]
+) -> tuple[dict[str, str], list[list[str]]]:
+    """``TMPDIR`` of one server start and the command that removes it after the server stops.
+
+    Why: vLLM puts its torch.distributed rendezvous file in the temporary directory
+    (``/tmp/vllm_dist_<uuid>``, one per start) and never removes it. A directory per start, removed
+    by the process clean-up (on stop, and by the watchdog when this process dies), leaves
+    nothing behind. torch's compile cache keeps its usual place (``<tmp>/torchinductor_<user>``),
+    so starts still reuse it. A ``TMPDIR`` in the engine's ``env`` table is left alone."""
+    if "TMPDIR" in spec_env:
+        return env, []
+    base = tempfile.gettempdir()
+    own = tempfile.mkdtemp(prefix="specperf-vllm-", dir=base)
+    out = {**env, "TMPDIR": own}
+    if "TORCHINDUCTOR_CACHE_DIR" not in spec_env:
+        out.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(base) / f"torchinductor_{_user()}"))
+    return out, [["rm", "-rf", "--", own]]
+
+
+def _user() -> str:
+    """The user part of torch's default compile cache name (its own rule)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):  # no passwd entry (containers)
+        name = f"uid_{os.getuid()}"
+    return re.sub(r'[\\/:*?"<>|]', "_", name)
 
 
 # ---------------------------------------------------------------- engine environments

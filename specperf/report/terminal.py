@@ -8,7 +8,8 @@ without checks, the verdicts the suite recorded in ``verdicts.jsonl`` are used.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +21,8 @@ from specperf.report.load import read_jsonl
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 40
+TABLE_WIDTH = 100  # the end-of-session table fits a 100-column terminal
+REASON_LINES = 3  # a reason longer than this many wrapped lines ends with "…"
 
 
 def recorded_checks(results_dir: Path | str) -> list[verdict.Check]:
@@ -133,3 +136,88 @@ def session_summary(
     write_step_summary(results_dir, checks, report_paths=paths, environ=environ)
     text = summary_table(results_dir, checks, report_paths=paths)
     return f"{text}\n{note}" if note else text
+
+
+# --------------------------------------------------------------------------- the verdict table
+def _rank(status: str) -> int:
+    """Failures first, then rows that were not evaluated, then the verdict module's order; a
+    pass last. A status this layout does not know sorts before the passes."""
+    if status == "fail":
+        return 0
+    if status == "not_evaluated":
+        return 1
+    if status == "pass":
+        return 99
+    return 2 + verdict.STATUS_ORDER.get(status, 50)
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return ""
+    if float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
+    if 0.01 <= abs(x) < 1e5:
+        return f"{x:.4g}" if abs(x) < 10 else f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+def _delta(c: verdict.Check) -> str:
+    d = c.delta
+    return "" if d is None or d != d or d in (float("inf"), float("-inf")) else f"{d:+.1%}"
+
+
+def _clip(text: str, width: int, *, left: bool = False) -> str:
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1) :] if left else text[: width - 1] + "…"
+
+
+def _metric_name(c: verdict.Check) -> str:
+    """The metric, with the rule's id when the metric does not already name it."""
+    return f"{c.metric} ({c.rule})" if c.rule and c.rule not in c.metric else c.metric
+
+
+def verdict_table(
+    checks: Iterable[verdict.Check], *, include_pass: bool = True, width: int = TABLE_WIDTH
+) -> str:
+    """The end-of-session table: one block per item (its id on a line of its own), items with a
+    failure first, then items with a check that was not evaluated; inside a block, failures
+    and not-evaluated rows first, each non-passing row followed by its reason. Every line fits
+    ``width`` columns (long ids are cut on the left, long reasons wrapped, then cut)."""
+    checks = list(checks)
+    rows = [c for c in checks if include_pass or c.status != "pass"]
+    if not rows:
+        return "(no checks)" if not checks else f"(all {len(checks)} checks passed)"
+    width = max(60, width)
+    groups: dict[str, list[verdict.Check]] = {}
+    for c in rows:
+        groups.setdefault(c.item or c.key, []).append(c)
+    order = sorted(groups, key=lambda g: min(_rank(c.status) for c in groups[g]))
+    vals = [9, 9, 8, 13]  # measured, baseline, delta, verdict ("NOT EVALUATED")
+    names = [_metric_name(c) for c in rows]
+    metric_w = min(width - 2 - sum(vals) - 2 * len(vals), max(len("metric"), *map(len, names)))
+
+    def line(metric: str, *cells: str) -> str:
+        m, b, d, v = cells
+        return (
+            f"  {_clip(metric, metric_w):<{metric_w}}  {m:>{vals[0]}}  {b:>{vals[1]}}  "
+            f"{d:>{vals[2]}}  {v}"
+        ).rstrip()
+
+    out = [line("metric", "measured", "baseline", "delta", "verdict")]
+    out.append("  " + "-" * (len(out[0]) - 2))
+    for g in order:
+        out.append(_clip(g, width, left=True))
+        for c in sorted(groups[g], key=lambda c: (_rank(c.status), c.metric)):
+            name = _metric_name(c)
+            status = c.status.upper().replace("_", " ")
+            out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), status))
+            if c.status != "pass" and c.reason:
+                wrapped = textwrap.wrap(
+                    " ".join(c.reason.split()),
+                    width=width - 6,
+                    max_lines=REASON_LINES,
+                    placeholder=" …",
+                )
+                out += [f"      {w}" for w in wrapped]
+    return "\n".join(out)

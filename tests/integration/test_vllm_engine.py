@@ -39,9 +39,12 @@ def assert_non_increasing(per_pos: tuple[float, ...] | None) -> None:
 
 def assert_stopped_cleanly(engine: Any) -> None:
     pgid = engine.server.pgid
+    own_tmp = Path(engine.server.env["TMPDIR"])
+    assert list(own_tmp.glob("vllm_dist_*")), "vLLM's rendezvous file is not in its own TMPDIR"
     engine.stop()
     assert not group_members(pgid), "vLLM processes left after stop()"
     assert list(Path(engine.server.pidfile).parent.glob("*.json")) == []
+    assert not own_tmp.exists(), f"{own_tmp} (vLLM's temporary files) left after stop()"
 
 
 def test_native_counters_prefix_cache_and_record(

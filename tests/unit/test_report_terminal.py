@@ -81,3 +81,67 @@ def test_order_is_regressions_worst_first_then_the_verdict_status_order():
         check("big-lower", "fail", measured=1.3, baseline=1.0, delta=0.3, direction="lower"),
     ]
     assert [c.key for c in ordered(cs)] == ["big-lower", "small", "rule", "xfail", "stale", "pass"]
+
+
+# --------------------------------------------------------------------------- the verdict table
+def row_check(item, metric, status, **kw):
+    return verdict.Check(f"m/{item}", metric, status, item=item, **kw)
+
+
+def test_verdict_table_groups_by_item_failures_and_not_evaluated_first_with_reasons():
+    long_reason = "dropped between engine 0.32.0 and 0.33.0 " * 8
+    cs = [
+        row_check("a-native", "output_tokens", "pass", measured=10.0, baseline=10.0, delta=0.0),
+        row_check("b-eagle3", "ttft_ms.p50", "pass", measured=5.0, baseline=5.0, delta=0.0),
+        row_check(
+            "b-eagle3",
+            "acceptance_rate",
+            "fail",
+            measured=0.4,
+            baseline=0.5,
+            delta=-0.2,
+            reason=long_reason,
+        ),
+        row_check(
+            "c-ngram",
+            "speedup",
+            "not_evaluated",
+            rule="ngram-faster",
+            reason="native was not measured in this run",
+        ),
+        row_check("c-ngram", "output_tokens", "pass", measured=3.0, baseline=3.0, delta=0.0),
+        row_check(
+            "d-" + "x" * 120, "output_tokens", "fail", measured=1.0, baseline=2.0, delta=-0.5
+        ),
+    ]
+    text = terminal.verdict_table(cs)
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), max(map(len, lines))
+    heads = [line for line in lines if line and not line.startswith(" ")]
+    assert heads[0] == "b-eagle3" and heads[1].startswith("…") and heads[2] == "c-ngram"
+    assert heads[3] == "a-native"  # an item of passes only comes last
+    b = lines.index("b-eagle3")
+    assert lines[b + 1].split()[:2] == ["acceptance_rate", "0.4"]
+    assert lines[b + 1].rstrip().endswith("FAIL")
+    assert lines[b + 2].startswith("      dropped between")  # its reason, wrapped, then cut
+    assert lines[b + 4].endswith("…") and lines[b + 5].split()[0] == "ttft_ms.p50"
+    c = lines.index("c-ngram")
+    assert lines[c + 1].split()[:2] == ["speedup", "(ngram-faster)"]
+    assert lines[c + 1].rstrip().endswith("NOT EVALUATED")
+    assert lines[c + 2].strip() == "native was not measured in this run"
+    assert "PASS" in lines[c + 3]
+
+
+def test_verdict_table_without_passes_and_narrow_terminals():
+    cs = [row_check("a", "m", "pass"), row_check("b", "m", "info", reason="report only")]
+    text = terminal.verdict_table(cs, include_pass=False, width=80)
+    assert "PASS" not in text and "report only" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert terminal.verdict_table(cs[:1], include_pass=False) == "(all 1 checks passed)"
+    assert terminal.verdict_table([]) == "(no checks)"
+
+
+def test_an_unknown_status_sorts_before_passes():
+    cs = [row_check("a", "m", "pass"), row_check("b", "m", "warn", reason="new status")]
+    heads = [x for x in terminal.verdict_table(cs).splitlines() if x and not x.startswith(" ")]
+    assert heads == ["b", "a"]

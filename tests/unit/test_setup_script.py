@@ -1,0 +1,51 @@
+"""scripts/setup.sh is the one setup: the README's two quick-start commands and .ci/run call it,
+the CI test command line is written once (in it), and "no tests ran" fails."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "setup.sh"
+
+
+def test_ci_runs_the_readmes_second_command() -> None:
+    ci = (REPO / ".ci" / "run").read_text()
+    assert re.search(r'^exec "\$\(dirname "\$0"\)/\.\./scripts/setup\.sh" test "\$@"$', ci, re.M)
+    readme = (REPO / "README.md").read_text()
+    quick = readme.split("## Quick start on a fresh machine", 1)[1].split("```bash", 1)[1]
+    commands = [line.split("#")[0].strip() for line in quick.split("```", 1)[0].splitlines()]
+    assert [c for c in commands if c] == ["scripts/setup.sh perf", "scripts/setup.sh test"]
+
+
+def test_the_ci_test_command_is_written_once() -> None:
+    files = [SCRIPT, REPO / ".ci" / "run", REPO / "README.md", REPO / "tox.ini"]
+    files += list((REPO / ".github" / "workflows").glob("*.yml"))
+    hits = [f for f in files if "tests/unit tests/browser tests/integration" in f.read_text()]
+    assert hits == [SCRIPT]
+    assert len(re.findall(r"^CI_PYTEST=\(", SCRIPT.read_text(), re.M)) == 1
+
+
+def test_no_tests_ran_fails(tmp_path: Path) -> None:
+    """run_pytest (the function both commands end with) passes pytest's exit 5 on."""
+    body = re.search(r"^run_pytest\(\) \{.*?^\}", SCRIPT.read_text(), re.M | re.S)
+    assert body is not None
+    stub = "START=0\nstep() { :; }\nreport_disk() { :; }\n" + body.group(0)
+    script = tmp_path / "t.sh"
+    script.write_text(f"set -euo pipefail\n{stub}\nrun_pytest bash -c 'exit 5'\necho not-reached\n")
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert r.returncode == 5 and "not-reached" not in r.stdout
+    assert "no tests ran (pytest exit 5): failing" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_scripts_pass_shellcheck() -> None:
+    r = subprocess.run(
+        ["shellcheck", str(SCRIPT), str(REPO / ".ci" / "run")], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout
