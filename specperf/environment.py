@@ -157,7 +157,7 @@ def hardware_profile(
 ) -> str:
     """Profile name used to pick the baseline file. ``override`` (``--hardware-profile``) wins;
     with GPUs: ``<product-slug>x<count>`` (``-mig-<profile>`` noted when MIG is on, e.g.
-    ``nvidia-h200x1``, ``nvidia-a100-sxm4-80gb-migx1``); else ``cpu_profile``
+    ``nvidia-h200x1``; a MIG slice: ``nvidia-a100-sxm4-80gb-mig-1g.10gbx1``); else ``cpu_profile``
     (``cpu-<vendor>-<model>-<isa>-<N>c``).
     ``gpus`` are the engine's GPUs as ``gpu_inventory`` rows (default: all visible)."""
     if override:
@@ -167,7 +167,10 @@ def hardware_profile(
     if gpus:
         names = sorted({gpu_slug(str(g["name"])) for g in gpus})
         base = names[0] if len(names) == 1 else "+".join(names)
-        if any(g.get("mig") for g in gpus):
+        slices = sorted({str(g["mig_profile"]) for g in gpus if g.get("mig_profile")})
+        if slices:
+            base += "-mig-" + "+".join(slices)
+        elif any(g.get("mig") for g in gpus):
             base += "-mig"
         return f"{base}x{len(gpus)}"
     return cpu_profile(cpus)
@@ -225,19 +228,80 @@ def gpu_inventory(indices: Iterable[int] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def mig_devices() -> dict[str, dict[str, Any]]:
+    """MIG instances by UUID: ``{"MIG-…": {"parent": index, "name": "…", "profile": "1g.10gb"}}``
+    ({} without NVML or MIG). The profile (compute slices + memory) is what changes speed."""
+    nv = _nvml()
+    if nv is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            try:
+                if not nv.nvmlDeviceGetMigMode(h)[0]:
+                    continue
+                count = nv.nvmlDeviceGetMaxMigDeviceCount(h)
+            except Exception:
+                continue
+            for j in range(count):
+                try:
+                    m = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+                except Exception:
+                    continue
+                name = _text(nv.nvmlDeviceGetName(m))
+                found = re.search(r"(\d+g\.\d+gb)", name.lower())
+                out[_text(nv.nvmlDeviceGetUUID(m))] = {
+                    "parent": i,
+                    "name": name,
+                    "profile": found.group(1) if found else slug(name),
+                }
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()
+    return out
+
+
 def gpu_indices(visible: Sequence[str]) -> list[int]:
-    """CUDA_VISIBLE_DEVICES values (indices or UUIDs) → NVML indices."""
+    """CUDA_VISIBLE_DEVICES values (indices, GPU UUIDs or MIG UUIDs) → NVML indices (a MIG
+    instance → its parent GPU)."""
     out: list[int] = []
     uuids: dict[str, int] | None = None
+    migs: dict[str, dict[str, Any]] | None = None
     for v in visible:
         if v.isdigit():
             out.append(int(v))
+            continue
+        if v.startswith("MIG-"):
+            if migs is None:
+                migs = mig_devices()
+            if v in migs:
+                out.append(int(migs[v]["parent"]))
             continue
         if uuids is None:
             uuids = {str(g["uuid"]): int(g["index"]) for g in gpu_inventory()}
         if v in uuids:
             out.append(uuids[v])
     return out
+
+
+def visible_gpus(visible: Sequence[str]) -> list[dict[str, Any]]:
+    """Inventory rows of the devices a worker sees, one per visible device: a MIG instance is
+    its parent's row with ``mig_profile`` (e.g. ``1g.10gb``) and its own UUID, so the hardware
+    profile names the slice, not the whole GPU."""
+    migs = mig_devices() if any(v.startswith("MIG-") for v in visible) else {}
+    parents = {int(r["index"]): r for r in gpu_inventory(gpu_indices(visible))}
+    rows: list[dict[str, Any]] = []
+    for v in visible:
+        if v in migs:
+            parent = parents.get(int(migs[v]["parent"]))
+            if parent is not None:
+                rows.append({**parent, "uuid": v, "mig": True, "mig_profile": migs[v]["profile"]})
+            continue
+        for idx in gpu_indices([v]):
+            if idx in parents:
+                rows.append(parents[idx])
+    return rows
 
 
 # ---------------------------------------------------------------- environment record

@@ -584,7 +584,7 @@ def detect_hardware_profile(devices: Devices | None) -> str:
     from specperf import environment
 
     if devices is not None and devices.gpus:
-        rows = environment.gpu_inventory(environment.gpu_indices(list(devices.gpus)))
+        rows = environment.visible_gpus(list(devices.gpus))
         return environment.hardware_profile(gpus=rows)
     cpus = len(devices.cpus) if devices is not None and devices.cpus else None
     return environment.hardware_profile(gpus=[], cpus=cpus)
