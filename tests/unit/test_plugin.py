@@ -191,8 +191,9 @@ def test_missing_strict_update_then_pass(perf):
     r.assert_outcomes(passed=4)
     r.stdout.fnmatch_lines(
         [
-            "*m/cal/eagle3/mt-bench/c2/greedy*mean_acceptance_length*PASS*",
-            "*rule:eagle3-faster speedup vs native*PASS*",
+            "cal-eagle3-mt-bench-c2",
+            "*mean_acceptance_length*PASS*",
+            "*rule:eagle3-faster speedup vs*PASS*",
         ]
     )
     summary = json.loads((res / "cal-eagle3-mt-bench-c2" / "summary.json").read_text())
