@@ -7,8 +7,10 @@ a pass that checks against it), sample NVML beside it, and report the figures.
     python scripts/gpu_run.py --out OUT --passes update # one pass
     python scripts/gpu_run.py --out OUT --shapes tiny --device cpu   # dry run without a GPU
 
-Writes OUT/gpu_run.json (everything), OUT/pytest-<pass>.log, the baseline file it wrote and
-OUT/results.tar.gz (every item's summary.json, requests.jsonl, engine logs); prints the tables
+Ends with one ``VERDICT <pass> <item>: PASS|FAIL|…`` line per item (paste them in the review:
+docs/transformers.md says when). Writes OUT/gpu_run.json (everything), OUT/pytest-<pass>.log,
+the baseline file it wrote and OUT/results.tar.gz (every item's summary.json, requests.jsonl,
+engine logs); prints the tables
 (``--markdown OUT/gpu_run.json`` prints them again from a saved run).
 
 Figures reported per item: output tok/s, TPOT/TTFT p50, decode tok/s p50, MAL; for EAGLE3 the
@@ -334,6 +336,7 @@ def collect(passes: list[dict[str, Any]], hbm: float) -> dict[str, Any]:
                 "native_output_tok_s_share": (native.get("output_tok_s") or 0) / roof_tok_s,
             }
         out[p["pass"]] = {
+            "verdicts": verdict_lines(Path(p["results_dir"]), p["pass"]),
             "exit_code": p["exit_code"],
             "seconds": p["seconds"],
             "items": rows,
@@ -341,6 +344,60 @@ def collect(passes: list[dict[str, Any]], hbm: float) -> dict[str, Any]:
             "nvml_all": summarize_samples(p["samples"]) if p["samples"] else None,
             "sampler_error": p["sampler_error"],
         }
+    return out
+
+
+# the figures a reviewer reads first in a verdict line, in this order
+VERDICT_METRICS = ("output_throughput_tok_s", "ttft_ms.p50", "mean_acceptance_length")
+
+
+def verdict_lines(results_dir: Path, pass_name: str) -> list[str]:
+    """One line per item of a pass, to paste in a review (docs/transformers.md: a change to the
+    transformers engine or specperf/eagle3/ is checked on the GPU before it lands):
+
+        VERDICT check qwen3-8b-shape/transformers/eagle3/…: PASS (14 checks) tok/s 61.2 vs
+        baseline 60.5 (+1.2%); …
+
+    FAIL names every failed check; an item without checks (it did not run) says so — "not
+    evaluated" is never a pass."""
+    path = results_dir / "verdicts.jsonl"
+    checks: dict[str, list[dict[str, Any]]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                c = json.loads(line)
+                checks.setdefault(str(c.get("item") or c.get("key")), []).append(c)
+    items = sorted({p.parent.name for p in results_dir.glob("*/summary.json")} | set(checks))
+    out = []
+    for item in items:
+        cs = checks.get(item, [])
+        failed = [c for c in cs if c.get("status") == "fail"]
+        unevaluated = [c for c in cs if c.get("status") in ("missing", "stale", "not_evaluated")]
+        if not cs:
+            word = "NOT EVALUATED (no checks recorded)"
+        elif failed:
+            word = f"FAIL ({len(failed)} of {len(cs)} checks failed)"
+        elif unevaluated:
+            word = f"INCOMPLETE ({len(unevaluated)} of {len(cs)} checks not evaluated)"
+        else:
+            word = f"PASS ({len(cs)} checks)"
+        figs = []
+        for metric in VERDICT_METRICS:
+            c = next((c for c in cs if c.get("metric") == metric), None)
+            if c and c.get("measured") is not None:
+                f = f"{metric} {c['measured']:.4g}"
+                if c.get("baseline") is not None:
+                    f += f" vs {c['baseline']:.4g}"
+                if c.get("delta") is not None:
+                    f += f" ({c['delta']:+.1%})"
+                figs.append(f)
+        why = [c.get("message", c.get("metric", "?")) for c in failed + unevaluated]
+        line = f"VERDICT {pass_name} {item}: {word}"
+        if figs:
+            line += "; " + "; ".join(figs)
+        if why:
+            line += " | " + " | ".join(why)
+        out.append(line)
     return out
 
 
@@ -380,6 +437,10 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{n((r['native_share'] or 0) * 100)}% of it",
             ]
         lines.append("")
+        if p.get("verdicts"):
+            lines += ["verdicts (one line per item, for the review):", ""]
+            lines += [f"    {v}" for v in p["verdicts"]]
+            lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -436,6 +497,9 @@ def main() -> int:
         for p in passes:
             tar.add(p["results_dir"], arcname=Path(p["results_dir"]).name)
     print(markdown(report), flush=True)
+    for p in report["passes"].values():  # last, so they end the output the device call returns
+        for v in p.get("verdicts", []):
+            print(v, flush=True)
     return max((p["exit_code"] for p in passes), default=0)
 
 

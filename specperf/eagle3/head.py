@@ -80,6 +80,7 @@ class Eagle3KVCache:
         self.max_len = max_len
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
+        self.kv_pos: torch.Tensor | None = None  # arange(max_len) on the cache's device
         self.length = 0
 
     def write(self, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -99,6 +100,15 @@ class Eagle3KVCache:
         """The whole buffer (positions >= ``length`` must be masked by the caller)."""
         assert self.k is not None and self.v is not None
         return self.k, self.v
+
+    def mask(self, start: int, t: int, device: torch.device) -> torch.Tensor:
+        """(t, max_len) attention mask for queries at ``start..start+t-1``: causal over the block,
+        everything before ``start`` visible, the unwritten tail masked. One comparison kernel
+        per call (the position vector is made once per cache; its rows are the query positions)
+        — the draft phase is launch-bound, so every kernel per step counts."""
+        if self.kv_pos is None or self.kv_pos.device != device:
+            self.kv_pos = torch.arange(self.max_len, device=device)
+        return self.kv_pos[None, :] <= self.kv_pos[start : start + t, None]
 
     def rewind(self, length: int) -> None:
         self.length = min(self.length, length)
@@ -143,10 +153,7 @@ class Eagle3Attention(nn.Module):
         cache.write(start, k, v)
         keys, values = cache.view()
         t = q.shape[-2]
-        # causal over the block, everything before ``start`` visible, unwritten tail masked
-        kv_pos = torch.arange(keys.shape[-2], device=q.device)
-        q_pos = torch.arange(start, start + t, device=q.device)
-        mask = kv_pos[None, :] <= q_pos[:, None]
+        mask = cache.mask(start, t, q.device)
         with sdpa_kernel(SDPA_BACKENDS):
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, enable_gqa=self.num_kv != self.num_heads
@@ -216,6 +223,8 @@ class Eagle3Head(nn.Module):
         # fp32 outside the module's buffers: .to(bfloat16) must not round the RoPE frequencies
         self._inv_freq, self.pos_scale = rope_inv_freq(cfg)
         self._inv_freq_on: dict[torch.device, torch.Tensor] = {}
+        # cos/sin of positions 0..n-1 per (device, dtype), grown on demand (see rope_rows)
+        self._rope_tables: dict[tuple[torch.device, torch.dtype], tuple[torch.Tensor, ...]] = {}
         # a tuple, so nn.Module does not register the target's embedding as our submodule
         self._shared_embed: tuple[nn.Module, ...] = ()
 
@@ -242,6 +251,20 @@ class Eagle3Head(nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
 
+    def rope_rows(
+        self, start: int, t: int, device: torch.device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin for positions ``start..start+t-1`` in ``dtype``: views of a table computed
+        once by :meth:`rope` (the same elementwise fp32 arithmetic, then one cast), so a draft
+        step launches no RoPE kernels — equal values to ``rope(arange(start, start+t))``."""
+        key = (torch.device(device), dtype)
+        table = self._rope_tables.get(key)
+        if table is None or table[0].shape[0] < start + t:
+            n = max(start + t, 2 * table[0].shape[0] if table is not None else 1024)
+            cos, sin = self.rope(torch.arange(n, device=device))
+            table = self._rope_tables[key] = (cos.to(dtype), sin.to(dtype))
+        return table[0][start : start + t], table[1][start : start + t]
+
     def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
 
@@ -265,8 +288,7 @@ class Eagle3Head(nn.Module):
         """
         embeds = self.embed(token_ids).to(hidden.dtype)
         x, residual = self.midlayer.attn_input(embeds, hidden)
-        positions = torch.arange(start, start + token_ids.shape[1], device=hidden.device)
-        cos, sin = self.rope(positions)
+        cos, sin = self.rope_rows(start, token_ids.shape[1], hidden.device, x.dtype)
         attn = self.midlayer.self_attn(x, cos, sin, cache, start)
         prenorm = self.midlayer.finish(attn, residual)
         return self.norm(prenorm), prenorm

@@ -83,12 +83,26 @@ class TokenSampler:
 
         Row i of ``logits`` predicts the token after the i-th verify input, so draft i (0-based)
         is judged by row i and the bonus comes from row m."""
+        m, emitted = self.verify_emit(logits, drafts)
+        return m, emitted[-1]
+
+    def verify_emit(self, logits: torch.Tensor, drafts: torch.Tensor) -> tuple[int, list[int]]:
+        """As :meth:`verify`, returning the emitted tokens (m accepted drafts + the bonus) on the
+        host. Greedy: one device→host copy per step (target argmaxes and drafts together); the
+        accepted drafts equal the target's argmaxes, so the emitted tokens are its first m+1."""
         k = drafts.shape[-1]
         if self.greedy:
-            best = logits.argmax(-1)
-            ok = (best[:k] == drafts).int()
-            m = int(ok.cumprod(0).sum().item())
-            return m, int(best[m].item())
+            host = torch.cat([logits.argmax(-1), drafts.to(torch.long)]).tolist()
+            best, drafted = host[: k + 1], host[k + 1 :]
+            m = 0
+            while m < k and best[m] == drafted[m]:
+                m += 1
+            return m, best[: m + 1]
+        m, bonus = self._verify_sampled(logits, drafts)
+        return m, [*drafts[:m].tolist(), bonus]
+
+    def _verify_sampled(self, logits: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
+        k = drafts.shape[-1]
         probs = self.probs(logits)
         p_draft = probs[torch.arange(k, device=probs.device), drafts]
         ok = (self.uniform(k) < p_draft).int()

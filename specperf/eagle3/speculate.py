@@ -44,9 +44,49 @@ class StepInfo:
 OnStep = Callable[[StepInfo], None]
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+class PhaseClock:
+    """Draft/verify seconds of one verify step without a host sync of its own (issue 14).
+
+    On CUDA two events bracket the draft phase on the stream; they are read after the verify's
+    tokens reached the host (that copy already waits for the stream, so both events are done).
+    draft = event time from the step's start to the end of the draft kernels (the GPU is idle at
+    the step's start: the previous step ended with a host copy); verify = the rest of the step's
+    wall time. Until issue 14 a ``torch.cuda.synchronize`` after the draft phase measured the
+    same split at the price of one more host round trip per step. On CPU the host clock is the
+    device clock."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.begin = torch.cuda.Event(enable_timing=True)
+            self.drafted = torch.cuda.Event(enable_timing=True)
+        self.t0 = self.t1 = 0.0
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        if self.cuda:
+            self.begin.record()
+
+    def draft_done(self) -> None:
+        self.t1 = time.perf_counter()
+        if self.cuda:
+            self.drafted.record()
+
+    def split(self) -> tuple[float, float]:
+        """(draft_s, verify_s); call once the step's tokens are on the host."""
+        t2 = time.perf_counter()
+        if not self.cuda:
+            return self.t1 - self.t0, t2 - self.t1
+        self.drafted.synchronize()  # already complete: the verify's host copy came after it
+        draft = self.begin.elapsed_time(self.drafted) / 1000.0
+        return draft, max(0.0, (t2 - self.t0) - draft)
+
+
+def _to_device(tokens: list[int], device: torch.device) -> torch.Tensor:
+    """(1, n) token ids on ``device`` without a host sync: a blocking host→device copy waits for
+    the whole stream (torch synchronises after it), the non-blocking one only stages the few
+    bytes (pageable memory is copied to a staging buffer before the call returns)."""
+    return torch.tensor([tokens], dtype=torch.long).to(device, non_blocking=True)
 
 
 def _finish(tokens: list[int], eos: set[int], budget: int) -> tuple[list[int], str | None]:
@@ -130,25 +170,25 @@ class Eagle3Speculator:
         produced = len(kept)
         if reason is not None:
             return reason
-        # inputs of the next first pass: tokens one ahead of the fused states' positions
-        next_tokens = torch.cat([prompt[:, 1:], prompt.new_tensor([[first]])], dim=-1)
+        # inputs of the next first pass: tokens one ahead of the fused states' positions; the
+        # last one is the pending token, which opens the next verify block
+        next_tokens = torch.cat([prompt[:, 1:], _to_device([first], dev)], dim=-1)
         fused = self.head.fuse(aux.to(head_dtype)).unsqueeze(0)
-        pending = first
+        clock = PhaseClock(dev) if self.timing else None
         while True:
-            t0 = time.perf_counter()
-            committed = self.target.length
+            if clock is not None:
+                clock.start()
+            committed = self.target.length  # host-side: no sync
             cache.rewind(committed - next_tokens.shape[1])  # drop the head's draft entries
             drafts = self._draft(cache, next_tokens, fused)
-            if self.timing:
-                _sync(dev)
-            t1 = time.perf_counter()
-            block = torch.cat([drafts.new_tensor([[pending]]), drafts], dim=-1)
+            if clock is not None:
+                clock.draft_done()
+            block = torch.cat([next_tokens[:, -1:].to(drafts.device), drafts], dim=-1)
             logits, aux = self.target.forward(block, use_compiled=self.use_compiled)
             assert aux is not None
-            m, bonus = sampler.verify(logits, drafts[0])
-            t2 = time.perf_counter()
+            m, emitted = sampler.verify_emit(logits, drafts[0])  # the step's one host sync
+            draft_s, verify_s = clock.split() if clock is not None else (0.0, 0.0)
             self.target.rewind(committed + m + 1)
-            emitted = [*drafts[0, :m].tolist(), bonus]
             kept, reason = _finish(emitted, eos_ids, max_new_tokens - produced)
             produced += len(kept)
             on_step(
@@ -156,13 +196,12 @@ class Eagle3Speculator:
                     tokens=kept,
                     drafted=self.k,
                     accepted=m,
-                    draft_s=t1 - t0,
-                    verify_s=t2 - t1,
+                    draft_s=draft_s,
+                    verify_s=verify_s,
                     finish=reason,
                 )
             )
             if reason is not None:
                 return reason
-            next_tokens = torch.tensor([emitted], dtype=torch.long, device=dev)
+            next_tokens = _to_device(emitted, dev)
             fused = self.head.fuse(aux[: m + 1].to(head_dtype)).unsqueeze(0)
-            pending = bonus

@@ -575,6 +575,7 @@ class Eagle3Backend(Backend):
         k: int,
         static_cache: bool = False,
         compile_mode: str = "auto",
+        phase_timing: bool = True,
     ) -> None:
         super().__init__(model, eos_ids, pad_id, max_len)
         self.head = head
@@ -592,7 +593,9 @@ class Eagle3Backend(Backend):
             max_len=max_len,
             compiled=compiled,
         )
-        self.spec = Eagle3Speculator(self.runner, head, k, use_compiled=compiled is not None)
+        self.spec = Eagle3Speculator(
+            self.runner, head, k, use_compiled=compiled is not None, timing=phase_timing
+        )
 
     def run(self, reqs: Sequence[Request], on_step: OnStep) -> None:
         (req,) = reqs

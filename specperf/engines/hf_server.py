@@ -448,6 +448,7 @@ def build_backend(args: argparse.Namespace, tokenizer: Any) -> tuple[Backend, di
             k=args.num_speculative_tokens,
             static_cache=static,
             compile_mode=args.compile,
+            phase_timing=args.phase_timing == "on",
         )
     else:
         draft = None
@@ -516,6 +517,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--probe-tokens", type=int, default=16)
     ap.add_argument(
+        "--phase-timing",
+        choices=("on", "off"),
+        default="on",
+        help="EAGLE3 draft/verify seconds per step in the counters (CUDA events: no extra sync)",
+    )
+    ap.add_argument(
         "--sdpa-cudnn",
         choices=("on", "off"),
         default="off",
@@ -553,7 +560,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     counters = Counters(
-        args.num_speculative_tokens, args.method in SPECULATIVE, timed=args.method == "eagle3"
+        args.num_speculative_tokens,
+        args.method in SPECULATIVE,
+        timed=args.method == "eagle3" and args.phase_timing == "on",
     )
     worker = Worker(backend, counters)
     threading.Thread(target=worker.run, name="hf-worker", daemon=True).start()
@@ -567,6 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_model_len": args.max_model_len,
         "threads": torch.get_num_threads(),
         "sdpa_cudnn": args.sdpa_cudnn,
+        "phase_timing": args.phase_timing,
         "random_weights": args.random_weights,
         "draft_random_weights": args.draft_random_weights,
         "startup_s": round(time.monotonic() - started, 2),

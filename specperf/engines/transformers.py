@@ -12,7 +12,8 @@ so the suite can report a skip with that reason.
 
 EngineSpec options (``spec.options``): device (auto|cpu|cuda), compile (auto|off), cache
 (auto|static|dynamic), random_weights / draft_random_weights (random weights from config.json,
-for real model shapes without checkpoints), seed, threads, max_batch_size, probe_tokens.
+for real model shapes without checkpoints), seed, threads, max_batch_size, probe_tokens,
+phase_timing (EAGLE3's draft/verify seconds; on by default, CUDA events, no extra host sync).
 """
 
 from __future__ import annotations
@@ -152,6 +153,17 @@ def _path(p: str) -> str:
     return str(Path(p).expanduser()) if p.startswith("~") else p
 
 
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("on", "true", "1", "yes"):
+            return True
+        if low in ("off", "false", "0", "no"):
+            return False
+        raise ConfigError(f"transformers option phase_timing: expected on/off, got {value!r}")
+    return bool(value)
+
+
 def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
     """argv of the hf_server for ``spec`` (no secrets: the server takes none)."""
     if spec.method not in METHODS:
@@ -201,6 +213,8 @@ def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
         cmd.append("--random-weights")
     if spec.option("draft_random_weights"):
         cmd.append("--draft-random-weights")
+    if spec.option("phase_timing") is not None:
+        cmd += ["--phase-timing", "on" if _truthy(spec.option("phase_timing")) else "off"]
     return cmd + [str(a) for a in spec.extra_args]
 
 

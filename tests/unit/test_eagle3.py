@@ -254,3 +254,42 @@ def test_sampler_is_reproducible_with_a_seed() -> None:
     a = [TokenSampler(Sampling(temperature=0.8, top_k=10, seed=3)).verify(logits, drafts)]
     b = [TokenSampler(Sampling(temperature=0.8, top_k=10, seed=3)).verify(logits, drafts)]
     assert a == b
+
+
+# ---------------------------------------------------------------- issue 14: fewer launches/syncs
+
+
+def test_rope_rows_equal_rope_of_the_same_positions() -> None:
+    from specperf.eagle3.checkpoint import new_head
+
+    head = new_head(small_cfg(), torch.arange(20), seed=0)
+    for start, t in ((0, 1), (5, 4), (1023, 3), (2500, 2)):  # 2500: the table grows
+        cos, sin = head.rope_rows(start, t, torch.device("cpu"), torch.bfloat16)
+        want_cos, want_sin = head.rope(torch.arange(start, start + t))
+        assert torch.equal(cos, want_cos.to(torch.bfloat16))
+        assert torch.equal(sin, want_sin.to(torch.bfloat16))
+
+
+def test_cache_mask_is_the_causal_mask_over_the_buffer() -> None:
+    cache = Eagle3KVCache(12)
+    for start, t in ((0, 5), (5, 1), (7, 4)):
+        kv_pos = torch.arange(12)
+        q_pos = torch.arange(start, start + t)
+        want = kv_pos[None, :] <= q_pos[:, None]
+        assert torch.equal(cache.mask(start, t, torch.device("cpu")), want)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_verify_emit_is_verify_with_the_emitted_tokens(k: int) -> None:
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(50):
+        logits = torch.randn(k + 1, 7, generator=gen)
+        best = logits.argmax(-1)
+        drafts = best[:k].clone()
+        cut = int(torch.randint(0, k + 1, (1,), generator=gen))
+        if cut < k:
+            drafts[cut] = (drafts[cut] + 1) % 7  # first wrong draft at ``cut``
+        greedy = TokenSampler(Sampling())
+        m, emitted = greedy.verify_emit(logits, drafts)
+        assert (m, emitted[-1]) == greedy.verify(logits, drafts)
+        assert m == cut and emitted == [*drafts[:m].tolist(), int(best[m])]

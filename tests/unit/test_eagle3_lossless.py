@@ -120,3 +120,41 @@ def test_acceptance_is_counted_exactly(tiny: Any, wrong: int | None, accepted: i
     if wrong is None:
         assert len(rec.drafts) == 8  # MAL = 1 + 3·8/8 = K + 1
         assert all(len(s.tokens) == K + 1 for s in rec.drafts)
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_runner_length_is_the_cache_length(tiny: Any, cache: str) -> None:
+    """The host-side length (issue 14: no .item() per step) follows the cache's own count."""
+    model, _tok, head = tiny
+    runner = TargetRunner(model, aux_layer_ids=head.cfg.aux_layer_ids, cache=cache, max_len=128)
+    for _ in range(2):  # the second request reuses the static cache (reset)
+        _lengths_follow(runner)
+
+
+@torch.inference_mode()
+def _lengths_follow(runner: Any) -> None:
+    from specperf.eagle3.target import cache_length
+
+    runner.start(64)
+    runner.forward(torch.tensor([list(range(10, 30))]))
+    runner.forward(torch.tensor([[5, 6, 7, 8]]))
+    assert runner.length == cache_length(runner.cache) == 24
+    runner.rewind(21)
+    assert runner.length == cache_length(runner.cache) == 21
+    runner.forward(torch.tensor([[9, 9]]))
+    assert runner.length == cache_length(runner.cache) == 23
+
+
+def test_phase_timing_splits_each_step_and_can_be_off(tiny: Any) -> None:
+    model, tok, head = tiny
+    ids = prompt_ids(tok, PROMPTS[0])
+    for timing in (True, False):
+        runner = TargetRunner(model, aux_layer_ids=head.cfg.aux_layer_ids, cache="dynamic")
+        rec = Recorder()
+        Eagle3Speculator(runner, head, K, timing=timing).generate(
+            ids, 12, TokenSampler(Sampling()), set(), rec
+        )
+        if timing:
+            assert all(s.draft_s > 0 and s.verify_s > 0 for s in rec.drafts)
+        else:
+            assert all(s.draft_s == 0 and s.verify_s == 0 for s in rec.drafts)

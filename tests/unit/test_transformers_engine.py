@@ -88,6 +88,23 @@ def test_command_per_method() -> None:
     assert not flag(r, "--model").startswith("~") and not flag(r, "--draft-model").startswith("~")
     assert "--random-weights" in r and "--draft-random-weights" in r
     assert flag(r, "--compile") == "off"
+    assert "--phase-timing" not in r  # the server's default (on)
+    for value, want in ((False, "off"), ("on", "on"), ("off", "off")):
+        e3 = spec(
+            method="eagle3",
+            num_speculative_tokens=3,
+            draft_model="/h",
+            options=(("phase_timing", value),),
+        )
+        assert flag(build_command(e3, 1, Devices()), "--phase-timing") == want
+    bad = spec(
+        method="eagle3",
+        num_speculative_tokens=3,
+        draft_model="/h",
+        options=(("phase_timing", "sometimes"),),
+    )
+    with pytest.raises(ConfigError, match="phase_timing"):
+        build_command(bad, 1, Devices())
 
 
 @pytest.mark.parametrize(
