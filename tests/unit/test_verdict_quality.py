@@ -1,8 +1,9 @@
 """Verdict quality, proven on the calibration engine through the suite's own code path (engine
 pool → measure → verdict → baseline update; the pytest fixture is a thin wrapper around it):
 
-* a baseline is made with ``--update-baselines --repeat 5 --restart-between-repeats`` (five
-  engine starts: the unit of the verdict statistics);
+* a baseline is made with ``--update-baselines --repeat 10 --restart-between-repeats`` (ten
+  engine starts, the unit of the verdict statistics: with alpha 0.001 a one-start run can
+  only be told from the baseline's spread when that spread is known well);
 * 10 unchanged reruns: none may fail;
 * 10 reruns with throughput dialled 10 % down (every delay / 0.9): all must fail on tok/s;
 * 10 reruns with acceptance dialled ~5 % down (MAL 3.94 → 3.71): all must fail on MAL.
@@ -34,6 +35,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 RERUNS = 10
+BASELINE_STARTS = 10
 SUITE = """
 [suite]
 name = "verdict-quality"
@@ -135,7 +137,7 @@ class Proof:
 def prove(root: Path, reruns: int = RERUNS) -> dict[str, Any]:
     p = Proof(root)
     try:
-        base = p.run(_suite(), update="all", repeat=5, restart=True)
+        base = p.run(_suite(), update="all", repeat=BASELINE_STARTS, restart=True)
         same = [p.run(_suite()) for _ in range(reruns)]
         slow = [p.run(_suite(speed=SLOWER)) for _ in range(reruns)]
         mal = [p.run(_suite(pattern=MAL_DOWN)) for _ in range(reruns)]
