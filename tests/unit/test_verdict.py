@@ -631,3 +631,45 @@ def test_summary_line_counts_not_evaluated_apart_from_pass():
     assert vd.summary_line(checks) == (
         "1 fail, 1 pass, 1 not evaluated (gated), 1 not evaluated (report-only), 1 report only"
     )
+
+
+def test_another_cpu_profile_is_green_with_no_baseline_lines_and_red_when_strict(tmp_path):
+    """An AVX-512 machine's results with MAL 3 % below the committed AVX2 figures: acceptance
+    moves with the ISA, so they are never compared with the AVX2 file — the run ends green with
+    "no baseline for profile …" (strict: red). Judged as if on the AVX2 profile, the same
+    figures fail on MAL: the difference is real, just not a regression."""
+    from specperf.config import load_suite
+
+    root = Path(__file__).resolve().parents[2]
+    avx2 = bl.load_baselines(root / "baselines" / "cpu-amd-epyc-avx2-2c.json")
+    key = "tiny-qwen3/vllm/ngram/mt-bench/c4/greedy"
+    entry = avx2.entries[key]
+    mal = entry.metrics["mean_acceptance_length"].value * 0.97
+    s = {
+        "key": key,
+        "item_id": "vllm-ngram-mt-bench-c4",
+        "engine_version": entry.engine_version,
+        "hardware_profile": "cpu-intel-xeon-platinum-8481c-avx512-2c",
+        "fingerprint": entry.fingerprint,
+        "completed": 16,
+        "failed": 0,
+        "duration_s": 6.0,
+        "mean_acceptance_length": mal,
+        "figures": {"mean_acceptance_length": {"value": mal, "starts": [mal]}},
+    }
+    suite = load_suite("cpu-tiny")
+    snap = {"metrics": {k: v.to_json() for k, v in suite.metrics.items()}, "rules": []}
+    res = tmp_path / "res"
+    _write_results(res, [s], snap)
+    args = ["verdict", str(res), "--baselines-dir", str(root / "baselines")]
+    assert cli_main(args) == 0
+    v = vd.evaluate_results([res], baselines_dir=root / "baselines")
+    (missing,) = [c for c in v.checks if c.status == "missing"]
+    assert "no baseline for profile cpu-intel-xeon-platinum-8481c-avx512-2c" in missing.reason
+    assert "adopt with --update-baselines" in missing.reason
+    assert cli_main([*args, "--strict-baselines"]) == 1
+    # the same figures judged on the AVX2 profile: MAL -3 % against a 2 % tolerance fails
+    on_avx2 = vd.evaluate_item(
+        vd.ItemResult(s), entry, suite.metrics, hardware_profile="cpu-amd-epyc-avx2-2c"
+    )
+    assert by_metric(on_avx2)["mean_acceptance_length"].status == "fail"
