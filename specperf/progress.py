@@ -53,6 +53,7 @@ class EngineStartWatch:
         self.first_heartbeat_s, self.poll_s = first_heartbeat_s, poll_s
         self._stop = threading.Event()
         self._lock = threading.RLock()  # the thread and flush() both poll
+        self._polling = False  # re-entry guard: say() may call back into poll()
         self._thread: threading.Thread | None = None
         self._logs_seen = self._logs()
         self._rows_seen = self._row_count()
@@ -87,7 +88,13 @@ class EngineStartWatch:
     def poll(self, now: float | None = None) -> None:
         """Look once and print what changed (the thread calls this; tests call it directly)."""
         with self._lock:
-            self._poll(time.monotonic() if now is None else now)
+            if self._polling:  # a line printed by this poll came back through the session log
+                return
+            self._polling = True
+            try:
+                self._poll(time.monotonic() if now is None else now)
+            finally:
+                self._polling = False
 
     def _poll(self, now: float) -> None:
         new_logs = sorted(self._logs() - self._logs_seen, key=lambda p: p.stat().st_mtime)
@@ -111,8 +118,8 @@ class EngineStartWatch:
             self._since, self._log = None, None
         if self._since is not None and now >= self._next_beat:
             where = f" (log {self._log.name})" if self._log else ""
-            self.say(f"engine {self.what}: still starting, {now - self._since:.0f} s{where}")
             self._next_beat = self._since + 2 * (self._next_beat - self._since)
+            self.say(f"engine {self.what}: still starting, {now - self._since:.0f} s{where}")
 
     def _begin(self, now: float) -> None:
         if self._since is None:

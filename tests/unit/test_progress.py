@@ -64,3 +64,25 @@ def test_a_failed_start_names_the_log_and_a_restart_is_seen_again(tmp_path: Path
     (tmp_path / "engines" / "b.log").write_text("")  # the next repeat's fresh engine
     w.poll(10.0)
     assert lines[-2].endswith("starting for item-1") and lines[-1].endswith("b.log")
+
+
+def test_a_say_that_polls_again_does_not_recurse(tmp_path):
+    """The session's progress log calls poll() before printing (so "ready" comes first); a
+    line the watch itself prints goes through that same log. Found by a restart-between-repeats
+    baseline run: "still starting" re-entered poll() until RecursionError."""
+    from specperf.progress import EngineStartWatch
+
+    lines: list[str] = []
+    watch: EngineStartWatch
+
+    def say(line: str) -> None:
+        watch.poll(now=1000.0)  # what the session's ordered log does
+        lines.append(line)
+
+    (tmp_path / "engines").mkdir()
+    watch = EngineStartWatch(tmp_path, "vllm 'x' (native)", "item", say, expect_start=True)
+    (tmp_path / "engines" / "a.log").write_text("")
+    watch.poll(now=0.0)
+    watch.poll(now=1000.0)  # far past every heartbeat
+    assert any("still starting" in line for line in lines)
+    assert len(lines) < 10
