@@ -103,7 +103,7 @@ def engine_rows(
             pol = policies.get(metric)
             if pol is None or pol.gate == "never":
                 continue
-            series = []
+            series, units = [], []
             for entry in bf.entries.values():
                 if entry.key.engine != engine or metric not in entry.metrics:
                     continue
@@ -113,6 +113,7 @@ def engine_rows(
                     continue
                 if len(vals) >= stats.MIN_BASELINE_STARTS + 1:
                     series.append(vals)
+                    units.append(entry.key.method)  # one engine config: one start per run
             if len(series) < 2:
                 continue
             n = min(len(v) for v in series)
@@ -134,7 +135,7 @@ def engine_rows(
                         for v in series
                     ]
                     d = stats.engine_wide(
-                        groups, pol.direction, min_effect=pol.tolerance, alpha=alpha
+                        groups, pol.direction, min_effect=pol.tolerance, alpha=alpha, units=units
                     )
                     red += bool(d.regressed)
                 row[effect] = red / n

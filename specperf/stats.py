@@ -149,28 +149,32 @@ def engine_wide(
     min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = DEFAULT_RUN_ALPHA,
     min_baseline_starts: int = MIN_BASELINE_STARTS,
+    units: Sequence[str] | None = None,
 ) -> Decision:
     """The geometric mean of per-item ratios over an engine's items, tested as one effect.
 
-    Each group is (current starts, baseline starts) of one item. The mean of the per-item log
-    ratios has variance Σ s_i²(1/m_i + 1/n_i) / I² (items are measured on separate starts or,
-    at worst, positively correlated — which only makes a uniform effect easier to see)."""
-    ds: list[float] = []
-    var = 0.0
-    df = 0
+    Each group is (current starts, baseline starts) of one item; ``units`` names the engine
+    start each item was measured on (items of one engine config share a start in a normal run,
+    so their deviations are NOT independent). Items of one unit are averaged first and that
+    unit's variance is taken as the mean of its items' variances — exact when a start moves all
+    its items alike, conservative when they vary independently. The units are then independent:
+    var(mean) = Σ var_unit / U²."""
+    by_unit: dict[str, list[tuple[float, float, int]]] = {}
     n_cur = n_base = 0
-    for current, baseline in groups:
+    for i, (current, baseline) in enumerate(groups):
         a, b = _logs(current), _logs(baseline)
         if not a or len(b) < min_baseline_starts:
             continue
         sd, dfi = _pooled_sd(a, b)
         sd = max(sd, MIN_LOG_SD)
-        ds.append(sum(a) / len(a) - sum(b) / len(b))
-        var += sd**2 * (1 / len(a) + 1 / len(b))
-        df += max(dfi, 1)
+        d = sum(a) / len(a) - sum(b) / len(b)
+        var = sd**2 * (1 / len(a) + 1 / len(b))
+        unit = units[i] if units is not None else str(i)
+        by_unit.setdefault(unit, []).append((d, var, max(dfi, 1)))
         n_cur += len(a)
         n_base += len(b)
-    if len(ds) < 2:
+    items = sum(len(v) for v in by_unit.values())
+    if items < 2:
         return Decision(
             None,
             None,
@@ -180,8 +184,13 @@ def engine_wide(
             n_base,
             alpha,
             min_effect,
-            f"{len(ds)} item(s) with a gated baseline; the engine-wide check needs 2",
+            f"{items} item(s) with a gated baseline; the engine-wide check needs 2",
         )
+    ds, var, df = [], 0.0, 0
+    for rows in by_unit.values():
+        ds.append(sum(r[0] for r in rows) / len(rows))
+        var += sum(r[1] for r in rows) / len(rows)
+        df += max(r[2] for r in rows)
     d = sum(ds) / len(ds)
     se = math.sqrt(var) / len(ds)
     t = d / se
@@ -202,7 +211,7 @@ def engine_wide(
         n_base,
         alpha,
         min_effect,
-        f"geometric mean over {len(ds)} items",
+        f"geometric mean over {items} items on {len(ds)} engine start group(s)",
     )
 
 

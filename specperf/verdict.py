@@ -704,8 +704,9 @@ def engine_wide_checks(
 ) -> list[Check]:
     """Per engine (the key's engine name) and metric: the geometric-mean ratio over the
     engine's comparable items (same fingerprint, no failed requests, >= 3 baseline starts),
-    tested as one effect (specperf.stats.engine_wide). It sees a small uniform slowdown — a
-    new release that costs every item 7 % — that no single noisy item can."""
+    tested as one effect (specperf.stats.engine_wide), items of one engine config (which
+    share an engine start) counted as one unit. It sees a small uniform slowdown — a new
+    release that costs every item 7 % — that no single noisy item can."""
     out: list[Check] = []
     by_engine: dict[str, list[ItemResult]] = {}
     for r in results.values():
@@ -716,6 +717,7 @@ def engine_wide_checks(
             if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
                 continue
             groups = []
+            units: list[str] = []
             for r in items:
                 entry = baselines.get(r.key)
                 fig = r.figures.get(metric) or {}
@@ -731,10 +733,14 @@ def engine_wide_checks(
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
                     continue
                 groups.append((fig.get("starts") or [fig["value"]], entry.start_values(metric)))
+                # items of one engine config share its start(s) in a run: one unit
+                units.append(r.summary.get("spec_digest") or r.key.method)
             if not groups:
                 continue
             effect = pol.tolerance if min_effect is None else min_effect
-            d = stats.engine_wide(groups, pol.direction, min_effect=effect, alpha=alpha)
+            d = stats.engine_wide(
+                groups, pol.direction, min_effect=effect, alpha=alpha, units=units
+            )
             c = Check(
                 f"engine {engine}",
                 f"engine-wide {metric}",

@@ -86,3 +86,17 @@ def test_engine_wide_needs_two_items():
 def test_per_check_alpha_is_bonferroni():
     assert stats.per_check_alpha(0.01, 50) == pytest.approx(0.0002)
     assert stats.per_check_alpha(0.01, 0) == 0.01
+
+
+def test_engine_wide_counts_items_of_one_engine_start_once():
+    """Items measured on one engine start share its luck: twelve items on four starts are four
+    independent looks, not twelve (pseudo-replication would make the check trigger-happy)."""
+    bases = [[100 * (1 + 0.04 * math.sin(i * 7 + j)) for j in range(6)] for i in range(12)]
+    slow = [([b[0] * 0.93], b[1:]) for b in bases]
+    alpha = 0.01 / 62
+    independent = stats.engine_wide(slow, "higher", min_effect=0.05, alpha=alpha)
+    shared = stats.engine_wide(
+        slow, "higher", min_effect=0.05, alpha=alpha, units=[str(i // 3) for i in range(12)]
+    )
+    assert independent.p_value < shared.p_value
+    assert "12 items on 4 engine start group(s)" in shared.reason
