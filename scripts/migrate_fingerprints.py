@@ -39,7 +39,7 @@ CHANGED = ("model", "topology.draft_model")
 
 def suite_settings(suite: str, fp: dict[str, Any]) -> dict[str, str]:
     """Settings under which the entry's suite gave the entry's paths."""
-    if suite == "h200-transformers":
+    if suite == "h200-transformers" and str(fp["model"]).startswith("/"):
         models_dir = Path(fp["model"]).parent
         sys.path.insert(0, str(ROOT / "scripts"))
         import gpu_run

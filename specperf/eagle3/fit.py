@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import math
 import sys
@@ -511,6 +512,7 @@ def default_fit(
 DEFAULT_CFG = FitConfig(threads=1)  # one thread: the same head from one build to the next
 
 
+@functools.lru_cache(maxsize=8)
 def fitted_head_key(target_name: str, cfg: FitConfig = DEFAULT_CFG) -> str:
     """The fitted head's recipe digest: the target's (its directory name carries the tiny
     recipe's digest), the fit's knobs and version, and the training/evaluation prompts. It names

@@ -81,3 +81,20 @@ def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
     assert f"tiny:qwen3-eagle3-fit@{other}" != fitted
     bigger = testmodels.TinyRecipe(hidden_size=320)
     assert bigger.digest() != d
+
+
+@pytest.mark.parametrize("flags, fitted", [([], True), (["--no-eagle3-fit"], False)])
+def test_model_build_makes_the_fitted_head_unless_told_not_to(tmp_path, monkeypatch, flags, fitted):
+    """cpu-tiny's eagle3 method needs tiny:qwen3-eagle3-fit: `specperf model build` (what CI runs
+    before the tests) builds it, so the first perf item does not pay for the fit."""
+    import argparse
+
+    from specperf.eagle3 import fit
+
+    calls = []
+    monkeypatch.setattr(testmodels, "ensure_tiny_model", lambda r: tmp_path / r.name)
+    monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: calls.append(target) or target)
+    parser = argparse.ArgumentParser()
+    testmodels.add_arguments(parser)
+    assert testmodels.run(parser.parse_args(["build", *flags])) == 0
+    assert calls == ([tmp_path / "tiny-qwen3"] if fitted else [])
