@@ -14,10 +14,14 @@
 set -euo pipefail
 
 # ---------------------------------------------------------------------------- the commands
-# The only place the test command lines are written (README and .ci/run point here). The lead
-# changes the perf stage's options here, e.g. whether CI gates on --strict-baselines.
+# The only place the test command lines are written (README and .ci/run point here).
+# tests/perf runs WITHOUT --strict-baselines: CI machines differ in CPU kind (AVX2, AVX-512,
+# AMX), and a profile with no committed baseline must end green with "no baseline for profile
+# X" lines (a regression against a baseline that exists still fails). Strictness itself is
+# pinned by unit tests (tests/unit/test_plugin.py), and stale committed fingerprints by
+# tests/unit/test_committed_baselines.py.
 MAIN_PYTEST=(pytest -m perf)
-CI_PYTEST=(pytest -ra tests/unit tests/browser tests/integration tests/perf --strict-baselines)
+CI_PYTEST=(pytest -ra tests/unit tests/browser tests/integration tests/perf)
 
 # Pins: the suite venv's torch (the CPU build) and the engine environments.
 TORCH_PIN="torch==2.13.0"

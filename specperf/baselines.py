@@ -1,11 +1,17 @@
-"""Per-hardware baseline files: keys, fingerprints, stored figures, and update with merge.
+"""Per-hardware baseline files: keys, fingerprints, per-start values, and update with merge.
 
-One JSON file per hardware profile (``baselines/<profile>.json``; a suite may pin a portable file
-name such as ``cpu-tiny``). Entries are keyed ``model/engine/method/dataset/c<N>/sampling``; each
-metric is ``{"value", "direction", "tolerance", ...}``; each entry carries provenance and the
-fingerprint of everything that makes two runs comparable. Updates take a file lock, re-read the
-file, merge and replace it atomically, so N xdist workers writing at once lose nothing and a
-reader never sees a half-written file. The format is documented in docs/baselines.md.
+One JSON file per hardware profile (``baselines/<profile>.json``; a suite may name a folder of
+its own, ``baselines/<folder>/<profile>.json``). Every metric a machine can move — speed, latency,
+acceptance, output length — is therefore compared only with figures of the same profile, and
+profiles never overwrite each other. Entries are keyed
+``model/engine/method/dataset/c<N>/sampling``; each metric is ``{"value", "direction",
+"tolerance", "starts": [{"value", "host", "date", "engine_version"}, ...]}`` — one value per
+ENGINE START, the unit the verdict statistics use (specperf.stats) — and each entry carries
+provenance and the fingerprint of everything that makes two runs comparable. An update of the
+same fingerprint and engine version appends its starts (the last ``KEEP_STARTS`` are kept);
+anything else replaces the entry. Updates take a file lock, re-read the file, merge and
+replace it atomically, so N xdist workers writing at once lose nothing and a reader never sees
+a half-written file. The format is documented in docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ from specperf.errors import ConfigError
 SCHEMA = 1
 SOURCES = ("measured", "seed-note")
 TOLERANCE_SOURCES = ("suite", "measured", "seed-note")
-# Measured tolerance = max(suite tolerance, t(0.995, n-1) × sqrt(1 + 1/n) × CV): the half-width
-# of a two-sided 99 % prediction interval for ONE new run, given the noise of the n repeats.
+# Used by the nightly drift check (specperf.history): max(suite tolerance, t(0.995, n-1) ×
+# sqrt(1 + 1/n) × CV), the half-width of a two-sided 99 % prediction interval for ONE new night.
 MIN_REPEATS_FOR_TOLERANCE = 3
 _T995 = {
     2: 9.925,
@@ -59,11 +65,6 @@ def t995(df: int) -> float:
     return _T995[max(k for k in _T995 if k <= df)] if df >= 2 else float("inf")
 
 
-# Above this the metric is too noisy to gate on this profile: it stays report-only (a 100 %
-# tolerance on a higher-is-better metric could never fail).
-MAX_MEASURED_TOLERANCE = 0.5
-
-
 @dataclass
 class BaselineMetric:
     value: float
@@ -72,9 +73,23 @@ class BaselineMetric:
     tolerance_source: str = "suite"  # suite | measured | seed-note
     tolerance_note: str | None = None  # how a measured tolerance was obtained
     hardware_profile: str | None = None  # where the value (and tolerance) was measured
-    samples: list[float] | None = None  # per repeat, when --repeat > 1
+    samples: list[float] | None = None  # old files: per repeat (see start_values)
     interval: list[float] | None = None
     note: str | None = None
+    # one value per engine start: {"value", "host", "date", "engine_version"}
+    starts: list[dict[str, Any]] | None = None
+    # why this metric can never gate (e.g. MAL 1.0 of a head that accepts nothing)
+    report_only: str | None = None
+
+    def start_values(self, engine_starts: int | None = None) -> list[float]:
+        """The per-start values the statistics use. Files older than per-start storage kept
+        ``samples`` per repeat: they count as starts only when the provenance says each repeat
+        had its own engine start (``engine_starts``); else the value is one start."""
+        if self.starts:
+            return [float(s["value"]) for s in self.starts if s.get("value") is not None]
+        if self.samples and engine_starts and engine_starts == len(self.samples):
+            return [float(v) for v in self.samples if v is not None]
+        return [self.value]
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -95,6 +110,16 @@ class BaselineEntry:
     @property
     def engine_version(self) -> str | None:
         return self.provenance.get("engine_version")
+
+    @property
+    def engine_starts(self) -> int | None:
+        size = self.provenance.get("sample_size") or {}
+        n = size.get("engine_starts") if isinstance(size, dict) else None
+        return int(n) if isinstance(n, int) else None
+
+    def start_values(self, metric: str) -> list[float]:
+        m = self.metrics.get(metric)
+        return [] if m is None else m.start_values(self.engine_starts)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -161,10 +186,16 @@ def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any]) -> l
 
 
 # --------------------------------------------------------------------------- file names
-def baseline_path(baselines_dir: Path | str, profile: str) -> Path:
-    """``<dir>/<profile>.json``; the profile is a file-safe slug."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in profile)
-    return Path(baselines_dir) / f"{safe}.json"
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+
+
+def baseline_path(baselines_dir: Path | str, profile: str, folder: str | None = None) -> Path:
+    """``<dir>/<profile>.json`` (or ``<dir>/<folder>/<profile>.json`` for a suite that keeps
+    its baselines apart); names are file-safe slugs. One file per profile: a second machine's
+    ``--update-baselines`` can never overwrite the first's figures."""
+    base = Path(baselines_dir) / _safe(folder) if folder else Path(baselines_dir)
+    return base / f"{_safe(profile)}.json"
 
 
 # --------------------------------------------------------------------------- reading
@@ -284,7 +315,23 @@ def _parse_metric(m: Any, where: str, err: Any) -> BaselineMetric:
         samples=m.get("samples"),
         interval=m.get("interval"),
         note=m.get("note"),
+        starts=_parse_starts(m.get("starts"), f"{where}.starts", err),
+        report_only=m.get("report_only"),
     )
+
+
+def _parse_starts(raw: Any, where: str, err: Any) -> list[dict[str, Any]] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw:
+        raise err(where, "expected a non-empty list of {value, host, date, engine_version}")
+    for i, st in enumerate(raw):
+        if not isinstance(st, dict):
+            raise err(f"{where}[{i}]", "expected an object with at least 'value'")
+        v = st.get("value")
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise err(f"{where}[{i}].value", f"expected a number, got {v!r}")
+    return [dict(st) for st in raw]
 
 
 def _parse_known_issue(raw: Any, where: str, err: Any) -> KnownIssue:
@@ -326,6 +373,22 @@ def measured_tolerance(samples: list[float], floor: float) -> tuple[float, str] 
     return round(tol, 4), note
 
 
+KEEP_STARTS = 10  # per metric; older starts fall off as updates append new ones
+MAL_METRIC = "mean_acceptance_length"
+
+
+def cannot_fail(metric: str, value: float, direction: str) -> str | None:
+    """Why a stored value would make a gate that can never fail (None: it can fail)."""
+    if direction == "higher" and value <= 0:
+        return f"baseline {value:g} with direction higher: no measured value can fall below it"
+    if metric == MAL_METRIC and value <= 1.0 + 1e-9:
+        return (
+            f"MAL {value:g}: the draft accepts nothing (a random head?), so 'accepts fewer "
+            "tokens' can never be seen; use a draft that accepts tokens"
+        )
+    return None
+
+
 def make_entry(
     key: ItemKey,
     figures: Mapping[str, Mapping[str, Any]],
@@ -335,44 +398,62 @@ def make_entry(
     provenance: Mapping[str, Any],
     hardware_profile: str,
     previous: BaselineEntry | None = None,
+    keep_starts: int = KEEP_STARTS,
 ) -> BaselineEntry:
-    """A baseline entry from an item's aggregated figures ({metric: {value, samples, interval}}).
+    """A baseline entry from an item's figures ({metric: {value, starts, interval}}).
 
-    Metrics whose policy gates "measured" get a tolerance measured from the repeats when there
-    are enough of them; otherwise the suite tolerance (and they stay report-only). A quarantine
-    on the previous entry is kept."""
+    Each metric keeps one value per engine start. When ``previous`` has the same fingerprint
+    and engine version, its starts are kept and this run's appended (the last ``keep_starts``
+    stay); otherwise the entry starts afresh. The stored value is the median of the kept
+    starts. A value that would make a gate unable to fail is stored ``report_only`` with the
+    reason. A quarantine on the previous entry is kept."""
+    prov = dict(provenance)
+    prov.setdefault("source", "measured")
+    prov.setdefault("date", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    prov.setdefault("hardware_profile", hardware_profile)
+    same = (
+        previous is not None
+        and previous.fingerprint_digest == fingerprint_digest(fingerprint)
+        and previous.engine_version == prov.get("engine_version")
+        and previous.provenance.get("source") == "measured"
+    )
+    stamp = {
+        "host": prov.get("host"),
+        "date": prov["date"],
+        "engine_version": prov.get("engine_version"),
+    }
     metrics: dict[str, BaselineMetric] = {}
     for name, fig in figures.items():
         value = fig.get("value")
         if value is None or name not in policies:
             continue
         pol = policies[name]
-        tol, src, note = pol.tolerance, "suite", None
-        samples = fig.get("samples")
-        if pol.gate == "measured" and samples:
-            m = measured_tolerance(list(samples), pol.tolerance)
-            if m is not None and m[0] <= MAX_MEASURED_TOLERANCE:
-                tol, note = m
-                src = "measured"
-            elif m is not None:
-                note = (
-                    f"not gated: too noisy on this profile, {m[1]} = {m[0]:.2f} "
-                    f"> {MAX_MEASURED_TOLERANCE}; re-measure on a quiet machine"
-                )
+        new_starts = [
+            {"value": float(v), **stamp} for v in (fig.get("starts") or [value]) if v is not None
+        ]
+        kept: list[dict[str, Any]] = []
+        if same and previous is not None and name in previous.metrics:
+            old = previous.metrics[name]
+            kept = list(old.starts or []) or [
+                {"value": v, "host": None, "date": previous.provenance.get("date")}
+                for v in old.start_values(previous.engine_starts)
+            ]
+        starts = (kept + new_starts)[-keep_starts:]
+        median = statistics.median(float(s["value"]) for s in starts)
         metrics[name] = BaselineMetric(
-            value=float(value),
+            value=float(median),
             direction=pol.direction,
-            tolerance=tol,
-            tolerance_source=src,
-            tolerance_note=note,
-            hardware_profile=hardware_profile if pol.hardware_bound else None,
-            samples=[float(s) for s in samples] if samples and len(samples) > 1 else None,
+            tolerance=pol.tolerance,
+            hardware_profile=hardware_profile,
+            starts=starts,
             interval=list(fig["interval"]) if fig.get("interval") else None,
+            report_only=cannot_fail(name, float(median), pol.direction),
         )
-    prov = dict(provenance)
-    prov.setdefault("source", "measured")
-    prov.setdefault("date", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    prov.setdefault("hardware_profile", hardware_profile)
+    if same and previous is not None:
+        size = dict(prov.get("sample_size") or {})
+        size["engine_starts_kept"] = max((len(m.starts or []) for m in metrics.values()), default=0)
+        prov["sample_size"] = size
+        prov["appended_to"] = previous.provenance.get("date")
     return BaselineEntry(
         key=key,
         metrics=metrics,

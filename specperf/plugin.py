@@ -584,7 +584,7 @@ def detect_hardware_profile(devices: Devices | None) -> str:
     from specperf import environment
 
     if devices is not None and devices.gpus:
-        rows = environment.gpu_inventory(environment.gpu_indices(list(devices.gpus)))
+        rows = environment.visible_gpus(list(devices.gpus))
         return environment.hardware_profile(gpus=rows)
     cpus = len(devices.cpus) if devices is not None and devices.cpus else None
     return environment.hardware_profile(gpus=[], cpus=cpus)
@@ -650,12 +650,15 @@ class _Reporter:
         profile = config.getoption("hardware_profile") or _profile_from_results(state.results_dir)
         bfile = baseline_path(
             Path(config.getoption("baselines_dir")).resolve(),
-            state.suite.baseline_file or profile or "unknown",
+            profile or "unknown",
+            state.suite.baseline_file,
         )
         try:
             session_checks = session_rule_checks(state.suite, state.results_dir, bfile)
-        except SpecperfError as exc:
-            session_checks = [vd.Check("session", "rules", "not_evaluated", reason=str(exc))]
+        except SpecperfError as exc:  # rules that cannot be judged never end as a pass
+            session_checks = [
+                vd.Check("session", "rules", "fail", reason=f"rules not evaluated: {exc}")
+            ]
         state.checks, state.session_failures = merge_rule_checks(state.checks, session_checks)
         counts: dict[str, int] = {}
         for c in state.checks:
@@ -681,6 +684,7 @@ class _Reporter:
             tr.write_line(f"({passed} passing checks not shown; all in verdict.json)")
         for c in state.session_failures:
             tr.write_line(f"FAIL (judged at the end of the session) {c.line()}", red=True)
+        tr.write_line(f"specperf: {vd.summary_line(checks)}")
         fails = sum(c.status == "fail" for c in checks)
         tr.write_line(f"results: {state.results_dir}  ({fails} failed check(s))")
         self._report(tr)

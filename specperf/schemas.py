@@ -83,6 +83,8 @@ class WorkloadSpec:
     item_deadline_s: float = 1800.0
     prefix_cache: PrefixCachePolicy = "reset"
     max_failed_fraction: float = 0.0
+    # below this measured duration an item's speed is start-up noise: not judged (verdict)
+    min_duration_s: float = 5.0
 
     @property
     def serial(self) -> bool:
@@ -144,9 +146,7 @@ class Counters:
         if self.accepted_per_position is not None and before.accepted_per_position is not None:
             n = max(len(self.accepted_per_position), len(before.accepted_per_position))
             a = list(self.accepted_per_position) + [0.0] * (n - len(self.accepted_per_position))
-            b = list(before.accepted_per_position) + [0.0] * (
-                n - len(before.accepted_per_position)
-            )
+            b = list(before.accepted_per_position) + [0.0] * (n - len(before.accepted_per_position))
             per_pos = tuple(x - y for x, y in zip(a, b, strict=True))
         bx = dict(before.extra)
         return Counters(

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import shlex
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,13 +93,20 @@ class SuiteSession:
     @property
     def baseline_file(self) -> Path:
         return bl.baseline_path(
-            self.opts.baselines_dir, self.suite.baseline_file or self.opts.hardware_profile
+            self.opts.baselines_dir, self.opts.hardware_profile, self.suite.baseline_file
         )
+
+    @property
+    def alpha(self) -> float:
+        """Per-check level: the run's false-alarm budget over the suite's gated checks (the
+        whole matrix, so a filtered run decides exactly as the full one)."""
+        items = self.suite.items()
+        return vd.check_alpha(self.suite.metrics, len(items), len({it.key.engine for it in items}))
 
     def write_snapshot(self) -> None:
         snap = self.suite.to_json()
         snap["hardware_profile"] = self.opts.hardware_profile
-        snap["baseline_file"] = self.suite.baseline_file or self.opts.hardware_profile
+        snap["baseline_folder"] = self.suite.baseline_file
         snap["baselines_path"] = str(self.baseline_file)
         snap["repeat"] = self.opts.repeat
         bl.write_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")
@@ -243,12 +251,21 @@ class SuiteSession:
             raise SpecperfError(f"{item_dir}: no run was measured")
         first = vd.ItemResult(summaries[0], item_dir)
         reqs = first.requests() if len(summaries) == 1 else []
-        figures = vd.aggregate(summaries, self.metrics_of_interest(), reqs)
+        figures = vd.aggregate(
+            summaries,
+            self.metrics_of_interest(),
+            reqs,
+            fresh_starts=self.opts.restart_between_repeats,
+        )
         summary = dict(summaries[0])
         summary["figures"] = figures
         summary["repeats"] = [
             {m: vd.figure(s, m) for m in figures}
-            | {"engine_died": bool(s.get("engine_died")), "wall_clock": s.get("wall_clock")}
+            | {
+                "engine_died": bool(s.get("engine_died")),
+                "wall_clock": s.get("wall_clock"),
+                "duration_s": s.get("duration_s"),
+            }
             for s in summaries
         ]
         if len(summaries) > 1:
@@ -270,6 +287,11 @@ class SuiteSession:
         when asked, and the outcome. Cross-engine rules wait for the end of the session."""
         bfile = bl.load_baselines(self.baseline_file)
         entry = bfile.get(run.item.key)
+        missing = (
+            None
+            if self.baseline_file.exists()
+            else vd.no_baseline_reason(self.opts.hardware_profile, self.baseline_file)
+        )
         checks = vd.evaluate_item(
             run.result,
             entry,
@@ -277,6 +299,8 @@ class SuiteSession:
             hardware_profile=self.opts.hardware_profile,
             known_issues=self.suite.known_issues,
             max_failed_fraction=self.suite.workload.max_failed_fraction,
+            alpha=self.alpha,
+            missing_reason=missing,
         )
         results = vd.load_results([self.results_dir])
         rules = list(self.suite.rules) + list(bfile.rules)
@@ -340,11 +364,12 @@ class SuiteSession:
             hardware_profile=self.opts.hardware_profile,
             previous=entry,
         )
-        bl.update_baselines(
-            self.baseline_file,
-            [new],
-            hardware_profile=self.opts.hardware_profile if not self.suite.baseline_file else None,
-        )
+        for metric, m in new.metrics.items():
+            if m.report_only:
+                self.progress_line(
+                    f"WARNING {run.item.id}: {metric} stored report-only: {m.report_only}"
+                )
+        bl.update_baselines(self.baseline_file, [new], hardware_profile=self.opts.hardware_profile)
         append_jsonl(
             self.results_dir / "baseline-updates.jsonl",
             {"key": run.item.key.as_str(), "file": str(self.baseline_file), "mode": mode},
@@ -358,6 +383,7 @@ class SuiteSession:
         git = env.get("suite_git") or {}
         return {
             "source": "measured",
+            "host": socket.gethostname(),
             "engine_version": run.engine_version,
             "engine_label": run.item.spec.label,
             "hardware_profile": self.opts.hardware_profile,
@@ -418,12 +444,17 @@ def _environment(profile: str, devices: Devices) -> dict[str, Any]:
 
 def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -> list[vd.Check]:
     """Every same-run rule over every item of the run, once all items are done: cross-engine
-    rules, and rules whose inputs were measured on another worker (``group_by = "method"``)."""
+    rules, rules whose inputs were measured on another worker (``group_by = "method"``), and
+    the engine-wide checks (a geometric mean over each engine's items)."""
     results = vd.load_results([results_dir]) if results_dir.exists() else {}
-    rules = list(suite.rules) + list(bl.load_baselines(baselines_file).rules)
-    if not rules or not results:
+    if not results:
         return []
-    return vd.evaluate_rules(rules, results, known_issues=suite.known_issues)
+    bfile = bl.load_baselines(baselines_file)
+    rules = list(suite.rules) + list(bfile.rules)
+    items = suite.items()
+    alpha = vd.check_alpha(suite.metrics, len(items), len({it.key.engine for it in items}))
+    out = vd.evaluate_rules(rules, results, known_issues=suite.known_issues) if rules else []
+    return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha)
 
 
 def merge_rule_checks(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import hashlib
 import json
 import os
@@ -218,6 +219,7 @@ def _corpus(recipe: TinyRecipe) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=16)
 def corpus_digest(recipe: TinyRecipe) -> str:
     return hashlib.sha256("\n".join(_corpus(recipe)).encode()).hexdigest()[:16]
 
@@ -802,6 +804,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument(
         "--mtp", action="store_true", help="also build the tiny Qwen3-Next target with MTP"
     )
+    build.add_argument(
+        "--no-eagle3-fit",
+        dest="eagle3_fit",
+        action="store_false",
+        help="skip the fitted EAGLE3 head (tiny:<name>-eagle3-fit, which cpu-tiny's eagle3 "
+        "method uses; a deterministic fit of about a minute, cached by its recipe digest)",
+    )
     path = sub.add_parser("path", help="print where the tiny model is cached (builds nothing)")
     path.add_argument("--recipe", default="qwen3", metavar="NAME", help="which tiny model")
 
@@ -822,6 +831,13 @@ def run(args: argparse.Namespace) -> int:
         build_tiny_dflash(path, recipe)
     if args.mtp:
         print(f"tiny MTP target: {ensure_tiny_mtp_model()}")
+    if getattr(args, "eagle3_fit", False):
+        from specperf.eagle3.fit import ensure_fitted_head
+
+        t0 = time.monotonic()
+        head = ensure_fitted_head(path)
+        took = time.monotonic() - t0
+        print(f"fitted EAGLE3 head (tiny:{args.recipe}-eagle3-fit) in {took:.1f}s: {head}")
     print(
         f"tiny model ready in {time.monotonic() - started:.1f}s; EAGLE3 head: {path / EAGLE3_DIR}"
     )

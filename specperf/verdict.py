@@ -1,16 +1,22 @@
 """The ONE place rules are evaluated: measured figures vs baselines, same-run rules (speedup,
-cross-engine, floors, guards), quarantine, staleness. The plugin, ``specperf verdict``,
-reports and merges all call these functions; nothing else compares numbers.
+cross-engine, floors, guards), the engine-wide check, quarantine, staleness. The plugin,
+``specperf verdict``, reports and merges all call these functions; nothing else compares numbers.
 
-Noise handling (docs/suite.md, "How a verdict is reached"):
-- With ``--repeat N`` (N > 1) an item's figure is the MEDIAN of its N runs and the printed
-  interval is the [min, max] of the runs.
-- With one run, throughput and latency percentiles get a 95 % bootstrap interval over the
-  item's requests (1000 resamples, fixed seed); engine counters (MAL, acceptance) have none.
-- The decision compares the point figure with the tolerance ("a change of ``tolerance`` or more
-  in the bad direction is a regression"); the interval is printed with every failure, and a
-  failure whose interval crosses the threshold is marked "borderline".
-- Tolerances measured from repeats (see baselines.measured_tolerance) are stored per metric.
+How a metric is decided (docs/baselines.md, "How a verdict is reached"):
+- Baselines are per hardware profile and keep one value per ENGINE START; a run contributes one
+  value per start it measured (``--repeat N --restart-between-repeats``: N starts; repeats
+  within one start count as one start, their median).
+- With >= 3 baseline starts a gated metric is decided by specperf.stats.decide: a one-sided t
+  test on log per-start values against the baseline's start-to-start spread, at the per-check
+  alpha of the run's false-alarm budget, AND a change of at least the suite's tolerance (the
+  minimum effect) in the bad direction. The line states method, p, alpha and minimum effect.
+- Fewer starts: metrics the suite declares deterministic (gate "always": MAL, acceptance,
+  output tokens, completed) are compared point-to-point with the tolerance; noisy ones (gate
+  "measured": speeds) are NOT EVALUATED with the reason — never a pass.
+- Statuses: pass, fail, xfail (quarantined), stale / missing (no comparable baseline),
+  not_evaluated (a gated metric that could not be judged: its reason says why) and info
+  (report-only by suite policy or by a baseline that could never fail). ``outcome`` folds them:
+  a gated not-evaluated never ends as a pass (skip; ``--strict-baselines``: fail).
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from specperf import stats
 from specperf.baselines import (
     BaselineEntry,
     BaselineFile,
     baseline_path,
+    cannot_fail,
     fingerprint_diff,
     load_baselines,
 )
@@ -257,9 +265,13 @@ def aggregate(
     summaries: Sequence[Mapping[str, Any]],
     metrics: Iterable[str],
     requests: Sequence[Mapping[str, Any]] = (),
+    *,
+    fresh_starts: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Figures of an item from its repeats: median value, per-repeat samples and an interval
-    (repeats: [min, max]; one run: bootstrap over ``requests`` where defined)."""
+    """Figures of an item from its repeats: median value, per-repeat samples, ``starts`` (one
+    value per engine start: each repeat when ``fresh_starts``, else the median as ONE start —
+    repeats on one start share its speed) and an interval (repeats: [min, max]; one run:
+    bootstrap over ``requests`` where defined)."""
     out: dict[str, dict[str, Any]] = {}
     for metric in metrics:
         samples = [figure(s, metric) for s in summaries]
@@ -268,6 +280,7 @@ def aggregate(
             out[metric] = {"value": None}
             continue
         fig: dict[str, Any] = {"value": statistics.median(vals)}
+        fig["starts"] = list(vals) if fresh_starts else [fig["value"]]
         if len(summaries) > 1:
             fig["samples"] = samples
             fig["interval"] = [min(vals), max(vals)]
@@ -392,9 +405,11 @@ def compare(measured: float, base: float, direction: str, tol: float) -> tuple[b
     """(regressed, relative delta). A change of ``tol`` or more in the bad direction is a
     regression; for "equal" in either direction."""
     if base == 0:
+        # relative change from 0 is undefined: "higher" from 0 could never fail, so such a
+        # baseline is report-only (baselines.cannot_fail); "lower"/"equal" fail on any change
         delta = None if measured == 0 else math.copysign(math.inf, measured)
         if direction == "higher":
-            return measured < 0, delta
+            return False, delta
         if direction == "lower":
             return measured > 0, delta
         return measured != 0, delta
@@ -449,6 +464,39 @@ def run_checks(result: ItemResult, max_failed_fraction: float = 0.0) -> list[Che
     return out
 
 
+LATENCY_PREFIXES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+DEFAULT_MIN_DURATION_S = 5.0
+
+
+def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -> str | None:
+    """Why the item's speed says nothing (None: long enough). A run of half a second is mostly
+    ramp-up and tail: one late wake-up moves it by tens of per cent. The shortest repeat
+    counts."""
+    if min_duration_s is None:
+        wl = summary.get("workload") or {}
+        min_duration_s = float(wl.get("min_duration_s", DEFAULT_MIN_DURATION_S))
+    if min_duration_s <= 0:
+        return None
+    durations = [figure(r, "duration_s") for r in summary.get("repeats") or []]
+    durations = [d for d in durations if d is not None] or [figure(summary, "duration_s")]
+    shortest = min((d for d in durations if d is not None), default=None)
+    if shortest is None or shortest >= min_duration_s:
+        return None
+    return (
+        f"the item lasted {shortest:.2f} s < {min_duration_s:g} s: too short to time on this "
+        "machine; raise its requests (or [workload] min_duration_s)"
+    )
+
+
+def delivery_bound(summary: Mapping[str, Any]) -> str | None:
+    """Why the item's latencies describe the delivery of the stream, not the engine (None: they
+    describe the engine). Set by the client when chunks arrived in bursts."""
+    d = summary.get("delivery")
+    if isinstance(d, Mapping) and d.get("bound"):
+        return str(d.get("reason") or "chunks arrived in bursts")
+    return None
+
+
 def evaluate_item(
     result: ItemResult,
     entry: BaselineEntry | None,
@@ -458,8 +506,14 @@ def evaluate_item(
     known_issues: Iterable[KnownIssue] = (),
     max_failed_fraction: float = 0.0,
     today: _dt.date | None = None,
+    alpha: float = stats.DEFAULT_RUN_ALPHA,
+    missing_reason: str | None = None,
+    min_duration_s: float | None = None,
 ) -> list[Check]:
-    """Every check of one item against its baseline entry (None: missing)."""
+    """Every check of one item against its baseline entry (None: missing). ``alpha`` is the
+    per-check level of the statistical decisions; ``missing_reason`` says why no entry exists
+    (e.g. no baseline file for this hardware profile); speeds of an item that lasted less than
+    ``min_duration_s`` (default: the item's own workload setting, else 5 s) are not judged."""
     key = result.key
     ks = key.as_str()
     profile = hardware_profile or result.hardware_profile
@@ -472,7 +526,7 @@ def evaluate_item(
                 "missing",
                 item=result.item_id,
                 engine_version=result.engine_version,
-                reason="no baseline entry for this key",
+                reason=missing_reason or f"no baseline entry for this key (profile {profile})",
             )
         )
         return checks
@@ -497,6 +551,8 @@ def evaluate_item(
         issues.insert(0, entry.known_issue)
     figures = result.figures
     length_note: str | None = None
+    delivery = delivery_bound(result.summary)
+    short = too_short(result.summary, min_duration_s)
     ordered = sorted(policies, key=lambda m: m != LENGTH_METRIC)  # length first
     for metric in ordered:
         pol = policies[metric]
@@ -509,71 +565,193 @@ def evaluate_item(
             "pass",
             measured=measured,
             direction=pol.direction,
+            tolerance=pol.tolerance,
             item=result.item_id,
             engine_version=result.engine_version,
             baseline_engine_version=entry.engine_version,
+            gated=pol.gate != "never",
         )
         if fig.get("interval"):
             c.interval = (float(fig["interval"][0]), float(fig["interval"][1]))
             c.interval_method = fig.get("interval_method")
-        gated = pol.gate == "always"
         if bm is None:
             if measured is None:
                 continue  # neither side has it (e.g. acceptance of a native run)
-            c.status, c.reason = "not_evaluated", "no baseline value for this metric"
-            c.gated = False
+            c.status = "not_evaluated" if c.gated else "info"
+            c.reason = "the baseline entry has no value for this metric"
             checks.append(c)
             continue
-        c.baseline, c.tolerance = bm.value, bm.tolerance
-        c.direction = bm.direction
-        if pol.gate == "measured":
-            gated = bm.tolerance_source == "measured"
-            if not gated:
-                c.reason = "reported only: no tolerance measured on this hardware profile"
+        c.baseline = bm.value
+        if abs(bm.tolerance - pol.tolerance) > EPS:
+            c.reason = (
+                f"suite tolerance {pol.tolerance:.1%} used (the baseline file says "
+                f"{bm.tolerance:.1%})"
+            )
         if measured is None:
-            c.status = "fail" if gated else "not_evaluated"
+            c.status = "fail" if c.gated else "info"
             c.reason = _join(c.reason, "not measured in this run (the baseline has it)")
-            c.gated = gated
             checks.append(_quarantine(c, issues, key, today))
             continue
-        if (
-            pol.hardware_bound
-            and bm.hardware_profile
-            and profile
-            and bm.hardware_profile != profile
-        ):
-            c.status, c.gated = "not_evaluated", False
+        drifted, c.delta = compare(measured, bm.value, bm.direction, pol.tolerance)
+        if metric == LENGTH_METRIC and drifted:  # gated or not, it blocks speed comparisons
+            length_note = (
+                f"output length drifted {c.delta:+.1%} from the baseline "
+                f"(tolerance {pol.tolerance:.0%}); throughput not compared"
+            )
+        if pol.gate == "never":
+            c.status = "info"
+            c.reason = _join(c.reason, "report only (suite policy)")
+            checks.append(c)
+            continue
+        never = bm.report_only or cannot_fail(metric, bm.value, bm.direction)
+        if never:
+            c.status, c.gated = "info", False
+            c.reason = _join(c.reason, f"report only: {never}")
+            checks.append(c)
+            continue
+        if bm.hardware_profile and profile and bm.hardware_profile != profile:
+            c.status = "not_evaluated"
             c.reason = f"baseline measured on {bm.hardware_profile}, this is {profile}"
-            c.delta = compare(measured, bm.value, bm.direction, bm.tolerance)[1]
+            checks.append(c)
+            continue
+        if delivery and metric.startswith(LATENCY_PREFIXES):
+            c.status, c.gated = "not_evaluated", False
+            c.reason = f"delivery-bound: {delivery}"
             checks.append(c)
             continue
         if pol.length_dependent and length_note:
-            c.status, c.gated = "not_evaluated", False
+            c.status = "not_evaluated"
             c.reason = length_note
-            c.delta = compare(measured, bm.value, bm.direction, bm.tolerance)[1]
             checks.append(c)
             continue
-        regressed, c.delta = compare(measured, bm.value, bm.direction, bm.tolerance)
-        c.gated = gated
-        if regressed:
-            if metric == LENGTH_METRIC:
-                length_note = (
-                    f"output length drifted {c.delta:+.1%} from the baseline "
-                    f"(tolerance {bm.tolerance:.0%}); throughput not compared"
-                )
-            if gated:
-                c.status = "fail"
-                if c.interval and _interval_crosses(
-                    c.interval, bm.value, bm.direction, bm.tolerance
-                ):
-                    c.reason = _join(c.reason, "borderline: the interval crosses the threshold")
-            else:
-                c.status = "info"
-                c.reason = _join(c.reason, "beyond tolerance (not gated)")
-        elif not gated:
-            c.status = "info"
+        if pol.hardware_bound and short:
+            c.status = "not_evaluated"
+            c.reason = short
+            checks.append(c)
+            continue
+        _decide(c, metric, pol, entry, fig, measured, alpha)
         checks.append(_quarantine(c, issues, key, today))
     return checks
+
+
+def _decide(
+    c: Check,
+    metric: str,
+    pol: MetricPolicy,
+    entry: BaselineEntry,
+    fig: Mapping[str, Any],
+    measured: float,
+    alpha: float,
+) -> None:
+    """Set ``c``'s status from the per-start statistics (or a point comparison where the suite
+    declares the metric deterministic and the baseline has fewer starts than a spread needs)."""
+    base = entry.start_values(metric)
+    current = [float(v) for v in (fig.get("starts") or [measured]) if v is not None]
+    if len(base) >= stats.MIN_BASELINE_STARTS:
+        d = stats.decide(current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha)
+        if d.ratio is None or d.regressed is None:
+            c.status = "not_evaluated"
+            c.reason = _join(c.reason, d.reason)
+            return
+        geo = math.exp(sum(math.log(v) for v in base) / len(base))
+        c.baseline = geo
+        if len(current) > 1:  # the figure compared is the geometric mean of this run's starts
+            c.measured = math.exp(sum(math.log(v) for v in current if v > 0) / len(current))
+        c.delta = d.ratio - 1
+        if d.interval:
+            c.interval = (d.interval[0] * geo, d.interval[1] * geo)
+            c.interval_method = "95 % t interval over starts"
+        c.status = "fail" if d.regressed else "pass"
+        c.reason = _join(c.reason, d.describe())
+        return
+    if pol.gate == "always":
+        regressed, c.delta = compare(
+            measured, entry.metrics[metric].value, pol.direction, pol.tolerance
+        )
+        c.status = "fail" if regressed else "pass"
+        c.reason = _join(
+            c.reason,
+            f"point comparison with the tolerance: baseline has {len(base)} start(s) and the "
+            'suite gates this metric "always"',
+        )
+        if (
+            regressed
+            and c.interval
+            and _interval_crosses(
+                c.interval, entry.metrics[metric].value, pol.direction, pol.tolerance
+            )
+        ):
+            c.reason = _join(c.reason, "borderline: the interval crosses the threshold")
+        return
+    c.status = "not_evaluated"
+    c.reason = _join(
+        c.reason,
+        f"baseline has {len(base)} engine start(s); >= {stats.MIN_BASELINE_STARTS} are needed "
+        "to know its spread (re-make it with --update-baselines --repeat 5)",
+    )
+
+
+ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
+
+
+def engine_wide_checks(
+    results: Mapping[str, ItemResult],
+    baselines: BaselineFile,
+    policies: Mapping[str, MetricPolicy],
+    *,
+    alpha: float = stats.DEFAULT_RUN_ALPHA,
+    min_effect: float | None = None,
+) -> list[Check]:
+    """Per engine (the key's engine name) and metric: the geometric-mean ratio over the
+    engine's comparable items (same fingerprint, no failed requests, >= 3 baseline starts),
+    tested as one effect (specperf.stats.engine_wide). It sees a small uniform slowdown — a
+    new release that costs every item 7 % — that no single noisy item can."""
+    out: list[Check] = []
+    by_engine: dict[str, list[ItemResult]] = {}
+    for r in results.values():
+        by_engine.setdefault(r.key.engine, []).append(r)
+    for engine, items in sorted(by_engine.items()):
+        for metric in ENGINE_WIDE_METRICS:
+            pol = policies.get(metric)
+            if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
+                continue
+            groups = []
+            for r in items:
+                entry = baselines.get(r.key)
+                fig = r.figures.get(metric) or {}
+                if (
+                    entry is None
+                    or metric not in entry.metrics
+                    or fingerprint_diff(entry.fingerprint, r.fingerprint)
+                    or _usable(r) is not None
+                    or fig.get("value") is None
+                ):
+                    continue
+                bm = entry.metrics[metric]
+                if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
+                    continue
+                groups.append((fig.get("starts") or [fig["value"]], entry.start_values(metric)))
+            if not groups:
+                continue
+            effect = pol.tolerance if min_effect is None else min_effect
+            d = stats.engine_wide(groups, pol.direction, min_effect=effect, alpha=alpha)
+            c = Check(
+                f"engine {engine}",
+                f"engine-wide {metric}",
+                "not_evaluated" if d.regressed is None else ("fail" if d.regressed else "pass"),
+                measured=None if d.ratio is None else d.ratio,
+                baseline=1.0,
+                delta=d.delta,
+                tolerance=effect,
+                direction=pol.direction,
+                interval=d.interval,
+                interval_method="95 % t interval of the geometric-mean ratio",
+                reason=d.reason if d.ratio is None else f"{d.reason}; {d.describe()}",
+                rule="engine-wide",
+                gated=len(groups) >= 2,
+            )
+            out.append(c)
+    return out
 
 
 def _interval_crosses(iv: tuple[float, float], base: float, direction: str, tol: float) -> bool:
@@ -643,7 +821,8 @@ def evaluate_rules(
                         f"rule:{rule.id}",
                         "not_evaluated",
                         rule=rule.id,
-                        reason="no measured item matches the rule",
+                        reason="no measured item matches the rule (none selected in this run)",
+                        gated=False,
                     )
                 )
             continue
@@ -803,6 +982,11 @@ class Outcome:
     lines: list[str] = field(default_factory=list)
 
 
+def gated_not_evaluated(checks: Iterable[Check]) -> list[Check]:
+    """Gated checks that could not be judged (their reason says why)."""
+    return [c for c in checks if c.status == "not_evaluated" and c.gated]
+
+
 def outcome(
     checks: Sequence[Check],
     *,
@@ -810,24 +994,63 @@ def outcome(
     updated: bool = False,
     update_command: str = "",
 ) -> Outcome:
-    """Fold checks into one outcome. Missing/stale baselines skip (strict: fail) with the
-    command that creates them; ``updated``: the baseline was just rewritten from this run, so
-    only baseline-independent failures still fail."""
+    """Fold checks into one outcome. A failure fails. Missing/stale baselines and gated checks
+    that could not be evaluated are NOT a pass: the item is skipped with one line each saying
+    why (``strict``: it fails), with the command that adopts a baseline. ``updated``: the
+    baseline was just rewritten from this run, so only baseline-independent failures (requests,
+    engine, same-run rules) still fail."""
     fails = [c for c in checks if c.status == "fail"]
     if updated:
         fails = [c for c in fails if c.metric in ("engine", "failed_requests") or c.rule]
     if fails:
         return Outcome("fail", [c.line() for c in fails])
-    nob = [c for c in checks if c.status in ("missing", "stale")]
-    if nob and not updated:
-        lines = [c.line() for c in nob]
-        if update_command:
-            lines.append(f"create it with: {update_command}")
-        return Outcome("fail" if strict else "skip", lines)
+    nob = [c for c in checks if c.status in ("missing", "stale")] if not updated else []
+    unjudged = [c for c in gated_not_evaluated(checks) if not (updated and not c.rule)]
+    if nob or unjudged:
+        lines = [c.line() for c in nob + unjudged]
+        if nob and update_command:
+            lines.append(f"adopt a baseline with: {update_command}")
+        return Outcome("fail" if strict else "skip", ["NOT EVALUATED: " + lines[0], *lines[1:]])
     xf = [c for c in checks if c.status == "xfail"]
     if xf:
         return Outcome("xfail", [c.line() for c in xf])
+    # only report-only checks remain unjudged here: show why they were not judged
     return Outcome("pass", [c.line() for c in checks if c.status == "not_evaluated"])
+
+
+def summary_counts(checks: Iterable[Check]) -> dict[str, int]:
+    """Counts for the summary line: not-evaluated split into gated and report-only."""
+    counts: dict[str, int] = {}
+    for c in checks:
+        name = c.status
+        if c.status == "not_evaluated":
+            name = "not_evaluated" if c.gated else "not_evaluated_report_only"
+        elif c.status == "info":
+            name = "report_only"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def summary_line(checks: Iterable[Check]) -> str:
+    """``12 pass, 1 fail, 3 not evaluated (gated), 20 report only, ...`` in a fixed order."""
+    counts = summary_counts(checks)
+    order = (
+        "fail",
+        "pass",
+        "xfail",
+        "stale",
+        "missing",
+        "not_evaluated",
+        "not_evaluated_report_only",
+        "report_only",
+    )
+    names = {
+        "not_evaluated": "not evaluated (gated)",
+        "not_evaluated_report_only": "not evaluated (report-only)",
+        "report_only": "report only",
+    }
+    parts = [f"{counts[k]} {names.get(k, k)}" for k in order if counts.get(k)]
+    return ", ".join(parts) or "no checks"
 
 
 # --------------------------------------------------------------------------- whole results
@@ -844,7 +1067,11 @@ class Verdict:
         counts: dict[str, int] = {}
         for c in self.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
-        return {"counts": counts, "checks": [c.to_json() for c in self.checks]}
+        return {
+            "counts": counts,
+            "summary": summary_counts(self.checks),
+            "checks": [c.to_json() for c in self.checks],
+        }
 
 
 def read_suite_snapshot(dirs: Iterable[Path | str]) -> dict[str, Any] | None:
@@ -910,13 +1137,19 @@ def evaluate_results(
     profile = hardware_profile or next(
         (r.hardware_profile for r in results.values() if r.hardware_profile), None
     )
+    missing = None
     if baselines is None:
-        name = (snap or {}).get("baseline_file") or profile
-        if baselines_dir is None or not name:
+        folder = (snap or {}).get("baseline_folder")
+        if baselines_dir is None or not profile:
             baselines = BaselineFile(Path("<none>"))
+            missing = "no baseline file given"
         else:
-            baselines = load_baselines(baseline_path(baselines_dir, name))
+            path = baseline_path(baselines_dir, profile, folder)
+            baselines = load_baselines(path)
+            if not path.exists():
+                missing = no_baseline_reason(profile, path)
     rules = rules + list(baselines.rules)
+    alpha = check_alpha(policies, len(results), len({r.key.engine for r in results.values()}))
     checks: list[Check] = []
     for k in sorted(results):
         checks.extend(
@@ -928,10 +1161,30 @@ def evaluate_results(
                 known_issues=issues,
                 max_failed_fraction=max_failed,
                 today=today,
+                alpha=alpha,
+                missing_reason=missing,
             )
         )
     checks.extend(evaluate_rules(rules, results, known_issues=issues, today=today))
+    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha))
     return Verdict(checks, results)
+
+
+def no_baseline_reason(profile: str, path: Path) -> str:
+    return f"no baseline for profile {profile} ({path}); adopt with --update-baselines"
+
+
+def check_alpha(
+    policies: Mapping[str, MetricPolicy],
+    items: int,
+    engines: int,
+    run_alpha: float = stats.DEFAULT_RUN_ALPHA,
+) -> float:
+    """The per-check level: the run's false-alarm budget over its gated statistical checks
+    (items x gated metrics, plus the engine-wide checks)."""
+    gated = sum(1 for p in policies.values() if p.gate != "never")
+    n = items * gated + engines * len(ENGINE_WIDE_METRICS)
+    return stats.per_check_alpha(run_alpha, n)
 
 
 # --------------------------------------------------------------------------- tables
@@ -1014,7 +1267,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict-baselines",
         action="store_true",
-        help="missing or stale baselines count as failures",
+        help="missing or stale baselines, and gated checks that could not be evaluated, "
+        "count as failures",
     )
 
 
@@ -1029,8 +1283,7 @@ def run(args: argparse.Namespace) -> int:
         hardware_profile=args.hardware_profile,
     )
     print(format_table(v.checks, include_pass=args.all))
-    counts = v.to_json()["counts"]
-    print("\n" + ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())))
+    print("\n" + summary_line(v.checks))
     for c in v.failed:
         print(f"FAIL {c.line()}", file=sys.stderr)
     if args.json:
@@ -1038,6 +1291,7 @@ def run(args: argparse.Namespace) -> int:
     bad = v.failed
     if args.strict_baselines:
         bad = bad + [c for c in v.checks if c.status in ("missing", "stale")]
+        bad = bad + gated_not_evaluated(v.checks)
     return 1 if bad else 0
 
 
@@ -1049,6 +1303,7 @@ __all__ = [
     "aggregate",
     "bootstrap_interval",
     "compare",
+    "engine_wide_checks",
     "evaluate_item",
     "evaluate_results",
     "evaluate_rules",
@@ -1058,5 +1313,6 @@ __all__ = [
     "load_results",
     "outcome",
     "run_checks",
+    "summary_line",
     "table_rows",
 ]

@@ -158,6 +158,17 @@ def _http_client(**kw: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(**kw)
 
 
+def transport_name() -> str:
+    """The HTTP transport ``_http_client`` uses now (recorded with every item)."""
+    if TRANSPORT == "aiohttp":
+        try:
+            import httpx_aiohttp  # noqa: F401
+        except ImportError:
+            return "httpx (h11; httpx-aiohttp not installed)"
+        return "httpx on aiohttp (httpx-aiohttp)"
+    return "httpx (h11)"
+
+
 def _delta_text(delta: dict[str, Any]) -> tuple[str, str]:
     content = delta.get("content") or ""
     reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""

@@ -508,10 +508,27 @@ def default_fit(
     )
 
 
+DEFAULT_CFG = FitConfig(threads=1)  # one thread: the same head from one build to the next
+
+
+def fitted_head_key(target_name: str, cfg: FitConfig = DEFAULT_CFG) -> str:
+    """The fitted head's recipe digest: the target's (its directory name carries the tiny
+    recipe's digest), the fit's knobs and version, and the training/evaluation prompts. It names
+    the cache directory and identifies the head in fingerprints (its weights differ in low bits
+    between instruction sets, so they are never hashed for that)."""
+    import hashlib
+
+    prompts = hashlib.sha256(
+        json.dumps(suite_prompts("cpu-tiny"), sort_keys=True).encode()
+    ).hexdigest()
+    blob = {"target": target_name, "fit": asdict(cfg), "version": FIT_VERSION, "prompts": prompts}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def ensure_fitted_head(target: str | Path | None = None, log: Any = None) -> Path:
     """The fitted tiny head, built on first use and cached beside the tiny model
-    (``<tiny model>-eagle3-fit-<hash>``; atomic, under a file lock)."""
-    import hashlib
+    (``<tiny model>-eagle3-fit-<key>``; atomic, under a file lock). Built with fixed seeds, one
+    thread and deterministic algorithms, so two builds on one machine give the same weights."""
     import os
     import shutil
 
@@ -520,22 +537,24 @@ def ensure_fitted_head(target: str | Path | None = None, log: Any = None) -> Pat
     from specperf import testmodels
 
     target = Path(target or testmodels.ensure_tiny_model())
-    cfg = FitConfig(threads=1)
-    key = hashlib.sha256(
-        json.dumps(
-            {"target": target.name, "fit": asdict(cfg), "version": FIT_VERSION}, sort_keys=True
-        ).encode()
-    ).hexdigest()[:12]
-    out = target.parent / f"{target.name}-eagle3-fit-{key}"
+    cfg = DEFAULT_CFG
+    out = target.parent / f"{target.name}-eagle3-fit-{fitted_head_key(target.name, cfg)}"
     with FileLock(str(target.parent / f".{out.name}.lock")):
         if (out / "fit.json").exists():
             return out
         tmp = target.parent / f".{out.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        threads, deterministic = (
+            torch.get_num_threads(),
+            torch.are_deterministic_algorithms_enabled(),
+        )
         try:
+            torch.use_deterministic_algorithms(True)
             default_fit(target, tmp, cfg, log=log)
             tmp.rename(out)
         finally:
+            torch.use_deterministic_algorithms(deterministic)
+            torch.set_num_threads(threads)
             shutil.rmtree(tmp, ignore_errors=True)
     return out
 

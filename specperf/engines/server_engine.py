@@ -25,6 +25,8 @@ from specperf.engines.process import (
     redact_command,
 )
 from specperf.errors import ConfigError, EngineStartError
+from specperf.placement import Placement
+from specperf.placement import apply as apply_placement
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class ServerEngine(Engine):
         self.command: list[str] = []
         self._client: EngineClient | None = None
         self._record: EngineRecord | None = None
+        self.placement: dict[str, Any] | None = None  # what apply_placement did, if anything
 
     # ------------------------------------------------------------ what subclasses say
     @abstractmethod
@@ -85,6 +88,11 @@ class ServerEngine(Engine):
         return RecordFacts(
             version=self._client.version(), server_config=self._client.server_config()
         )
+
+    def cpu_placement(self) -> Placement | None:
+        """How to split the server's processes over the CPU set (specperf.placement); None:
+        leave them where they start (GPU engines, one core, single-process servers)."""
+        return None
 
     def model_name(self) -> str:
         return self.spec.served_model_name or self.spec.model
@@ -120,6 +128,9 @@ class ServerEngine(Engine):
         )
         self.server.start(f"{self.base_url}{self.health_path}", timeout_s)
         try:
+            split = self.cpu_placement()
+            if split is not None and self.server.pid:
+                self.placement = apply_placement(self.server.pid, split)
             self._client = self.connect()
         except BaseException:
             self.stop()
@@ -156,5 +167,14 @@ class ServerEngine(Engine):
             server_config=facts.server_config,
             pid=server.pid if server else None,
             log_path=str(server.log_path) if server else None,
-            notes=facts.notes,
+            notes=[*facts.notes, *self._placement_notes()],
         )
+
+    def _placement_notes(self) -> list[str]:
+        if not self.placement:
+            return []
+        p = self.placement["plan"]
+        return [
+            f"cpu placement: API server on {p['frontend']}, engine processes on {p['engine']}, "
+            f"OpenMP threads on {p['compute']}"
+        ]

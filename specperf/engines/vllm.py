@@ -32,6 +32,7 @@ from specperf.engines.base import (
 )
 from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
 from specperf.errors import ConfigError
+from specperf.placement import Placement, cpu_list, placement_mode, plan
 from specperf.schemas import Counters
 
 KIND = "vllm"
@@ -204,8 +205,9 @@ def server_env(spec: EngineSpec, devices: Devices) -> dict[str, str]:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(
             spec.option("cpu_kvcache_space_gib", DEFAULT_CPU_KVCACHE_GIB)
         )
-        if devices.cpus:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in devices.cpus)
+        if devices.cpus:  # OpenMP on the engine's compute cores (specperf.placement)
+            split = cpu_placement(spec, devices)
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_list(split.compute if split else devices.cpus)
         root = _venv_root(spec.python or sys.executable)
         preload = [
             str(p)
@@ -216,6 +218,14 @@ def server_env(spec: EngineSpec, devices: Devices) -> dict[str, str]:
             env["LD_PRELOAD"] = ":".join(preload)
     env.update(dict(spec.env))
     return env
+
+
+def cpu_placement(spec: EngineSpec, devices: Devices) -> Placement | None:
+    """On CPU: API server (+ client) on the first core, engine core and worker on the others
+    (specperf.placement); None on GPUs, in a container, on one core, or when turned off."""
+    if devices.gpus or spec.image or not devices.cpus:
+        return None
+    return plan(devices.cpus, placement_mode(spec.option("cpu_placement")))
 
 
 def parse_metrics(text: str) -> Counters:
@@ -491,6 +501,9 @@ class VllmEngine(ServerEngine):
     """A vLLM OpenAI server owned by this process (one per EngineSpec per worker)."""
 
     kind = KIND
+
+    def cpu_placement(self) -> Placement | None:
+        return cpu_placement(self.spec, self.devices)
 
     def launch_plan(self, port: int) -> LaunchPlan:
         """Direct (the env's python) or in a container (``docker run``, removed on stop).

@@ -484,6 +484,17 @@ def details(rs: ResultsSet) -> Section:
         return s
     for ds, g in d.groupby("dataset", sort=True):
         s.table(f"{ds}", g.drop(columns="dataset"), missing="no items")
+    bound = [
+        f"{it.id} ({(it.summary.get('delivery') or {}).get('reason', '')})"
+        for it in rs.items
+        if (it.summary.get("delivery") or {}).get("bound") is True
+    ]
+    if bound:
+        s.note(
+            "Delivery-bound items (chunks reached the client in bursts; their TTFT/TPOT/ITL/E2E "
+            "time the delivery and are not evaluated): " + "; ".join(bound),
+            "warning",
+        )
     notes = [
         (it.id, n)
         for it in rs.items

@@ -69,6 +69,9 @@ class CalibrationConfig:
     abort_after_chunks: int | None = None  # close the connection after N content chunks
     stall_after_chunks: int | None = None  # pause once after N content chunks ...
     stall_s: float = 0.0  # ... for this long
+    # delivery artefact: chunks are made on schedule but written to the socket only every N
+    # chunks (and at the end), so the client receives them in bursts; 0 = write each at once
+    burst_chunks: int = 0
     seed: int = 0
     engine_index: str = "0"
 
@@ -83,6 +86,8 @@ class CalibrationConfig:
             raise ValueError("times must be >= 0")
         if self.output_tokens < 1:
             raise ValueError("output_tokens must be >= 1")
+        if self.burst_chunks < 0:
+            raise ValueError("burst_chunks must be >= 0")
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -385,6 +390,7 @@ class CalibrationApp:
         m.running.labels(**m.labels).set(self.active)
         loop = asyncio.get_running_loop()
         emitted = 0
+        held: list[tuple[str, int, int]] = []  # burst mode: (chunk, tokens, step) not written
         try:
             due = loop.time() + cfg.ttft_s + cfg.prefill_s_per_token * (p_tokens - hit)
             for i, n in enumerate(steps):
@@ -403,7 +409,8 @@ class CalibrationApp:
                     if req.transport is not None:
                         req.transport.close()
                     return resp
-                ids = list(range(emitted, emitted + n))
+                made = emitted + sum(h[1] for h in held)  # tokens made before this step
+                ids = list(range(made, made + n))
                 content_ids = [t for t in ids if t >= cfg.reasoning_tokens]
                 reason_ids = [t for t in ids if t < cfg.reasoning_tokens]
                 delta: dict[str, Any] = {}
@@ -424,6 +431,11 @@ class CalibrationApp:
                     f'data: {head}{json.dumps(delta)},"logprobs":null,'
                     f'"finish_reason":{fin}{tail}}}]}}\n\n'
                 )
+                if cfg.burst_chunks and not last and (i + 1) % cfg.burst_chunks:
+                    held.append((out, n, i))  # made now, written with a later chunk
+                    continue
+                if held:
+                    out = "".join(h[0] for h in held) + out
                 if last and include_usage:
                     usage = {
                         "prompt_tokens": p_tokens,
@@ -437,6 +449,7 @@ class CalibrationApp:
                     )
                     if cfg.usage_delay_s:
                         await resp.write(out.encode())
+                        emitted = self._account_held(served, m, k, held, emitted)
                         self._account(served, m, k, n, i, emitted)
                         emitted += n
                         await asyncio.sleep(cfg.usage_delay_s)
@@ -445,6 +458,7 @@ class CalibrationApp:
                 if last:
                     out += "data: [DONE]\n\n"
                 await resp.write(out.encode())
+                emitted = self._account_held(served, m, k, held, emitted)
                 if n:
                     self._account(served, m, k, n, i, emitted)
                     emitted += n
@@ -459,6 +473,22 @@ class CalibrationApp:
             self.active -= 1
             m.running.labels(**m.labels).set(self.active)
         return resp
+
+    @classmethod
+    def _account_held(
+        cls,
+        served: _ServedRequest,
+        m: _Metrics,
+        k: int,
+        held: list[tuple[str, int, int]],
+        emitted: int,
+    ) -> int:
+        """Account the held chunks just written (burst mode); returns tokens emitted so far."""
+        for _, n, i in held:
+            cls._account(served, m, k, n, i, emitted)
+            emitted += n
+        held.clear()
+        return emitted
 
     @staticmethod
     def _account(served: _ServedRequest, m: _Metrics, k: int, n: int, i: int, emitted: int) -> None:

@@ -17,6 +17,7 @@ files have exactly the shape a measured run writes. Every random draw is seeded.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -369,6 +370,9 @@ def run_info(build: str, method: str, dataset: str, c: int) -> dict[str, Any]:
         "concurrency": c,
         "serial": c == 1,
         "sampling": SAMPLING,
+        # simulated GPU items of 6 requests last 0.7-3 s: the fixture suite times items from
+        # half a second (the built-in floor is 5 s)
+        "workload": {"concurrency": c, "num_requests": REQUESTS_PER_ITEM, "min_duration_s": 0.5},
         "hardware_profile": HW,
         "fingerprint": fingerprint,
         "worker": "gw0",
@@ -410,9 +414,12 @@ def build_run(name: str, plan: list[tuple[str, str, str]]) -> None:
 SPEC_METHODS = ["eagle3", "ngram", "dflash"]
 RULES = [
     {
+        # scoped to the English sets: English-trained heads do badly on Chinese prompts (seed
+        # 1), so a 1.3x floor has no evidence there
         "id": "eagle3-speedup",
         "kind": "speedup",
         "method": "eagle3",
+        "dataset": ["mt-bench", "humaneval"],
         "metric": "speedup",
         "min": 1.3,
     },
@@ -447,13 +454,24 @@ KNOWN_ISSUES = [
 ]
 
 
+# The fixture suite gates throughput with a fixed 5 % on its one-start baseline (gate
+# "always", as a suite for a quiet, pinned GPU host may choose); the built-in default would
+# leave it "not evaluated" until the baseline holds >= 3 engine starts.
+FIXTURE_METRICS = {
+    **DEFAULT_METRICS,
+    "output_throughput_tok_s": dataclasses.replace(
+        DEFAULT_METRICS["output_throughput_tok_s"], gate="always"
+    ),
+}
+
+
 def suite_snapshot() -> dict[str, Any]:
     """The ``suite.json`` the plugin writes into a results directory (what the verdict module
     reads back: metric policies, rules, quarantines, workload)."""
     rules = parse_rules(RULES, "tests/fixtures_results/build.py", None)
     return {
         "suite": "fixture-qwen3-8b",
-        "metrics": {k: v.to_json() for k, v in DEFAULT_METRICS.items()},
+        "metrics": {k: v.to_json() for k, v in FIXTURE_METRICS.items()},
         "rules": [r.to_json() for r in rules],
         "known_issues": KNOWN_ISSUES,
         "workload": {"max_failed_fraction": 0.0},
@@ -471,7 +489,7 @@ def write_baseline(run: str, out: Path) -> None:
         entry = make_entry(
             key,
             summary["figures"],
-            DEFAULT_METRICS,
+            FIXTURE_METRICS,
             fingerprint=summary["fingerprint"],
             provenance={
                 "engine_version": summary["engine_version"],

@@ -56,6 +56,14 @@ def test_round_trip_shape(tmp_path):
         "tolerance": 0.05,
         "tolerance_source": "suite",
         "hardware_profile": "hw",
+        "starts": [
+            {
+                "value": 100.0,
+                "host": None,
+                "date": e["provenance"]["date"],
+                "engine_version": "0.32.0",
+            }
+        ],
     }
     assert e["metrics"]["mean_acceptance_length"]["direction"] == "higher"
     assert e["provenance"]["source"] == "measured"
@@ -149,28 +157,7 @@ def test_measured_tolerance_from_repeats():
     assert tol5 == pytest.approx(4.604 * 1.2**0.5 * 0.0395, abs=2e-3)
 
 
-def test_gate_measured_metric_gets_measured_tolerance():
-    pol = {"output_throughput_tok_s": DEFAULT_METRICS["output_throughput_tok_s"]}
-    from specperf.config import MetricPolicy
-
-    pol["output_throughput_tok_s"] = MetricPolicy(
-        "output_throughput_tok_s", "higher", 0.05, "measured", True, True
-    )
-    e = bl.make_entry(
-        KEY,
-        {"output_throughput_tok_s": {"value": 100.0, "samples": [98.0, 100.0, 104.0]}},
-        pol,
-        fingerprint=FP,
-        provenance={},
-        hardware_profile="cpu-x-2c",
-    )
-    m = e.metrics["output_throughput_tok_s"]
-    assert m.tolerance_source == "measured" and m.tolerance > 0.05
-    assert m.samples == [98.0, 100.0, 104.0] and m.hardware_profile == "cpu-x-2c"
-    assert "CV=" in m.tolerance_note
-
-
-def test_too_noisy_metric_stays_report_only():
+def _tok_entry(starts, *, fp=FP, version="0.32.0", previous=None, host="a"):
     from specperf.config import MetricPolicy
 
     pol = {
@@ -178,17 +165,54 @@ def test_too_noisy_metric_stays_report_only():
             "output_throughput_tok_s", "higher", 0.05, "measured", True, True
         )
     }
-    e = bl.make_entry(
+    return bl.make_entry(
         KEY,
-        {"output_throughput_tok_s": {"value": 100.0, "samples": [50.0, 100.0, 150.0]}},
+        {"output_throughput_tok_s": {"value": starts[0], "starts": starts}},
         pol,
-        fingerprint=FP,
-        provenance={},
+        fingerprint=fp,
+        provenance={"engine_version": version, "host": host},
         hardware_profile="cpu-x-2c",
+        previous=previous,
     )
-    m = e.metrics["output_throughput_tok_s"]
-    assert m.tolerance_source == "suite" and m.tolerance == 0.05
-    assert m.tolerance_note.startswith("not gated: too noisy on this profile")
+
+
+def test_updates_append_starts_and_keep_the_last_n():
+    first = _tok_entry([98.0, 100.0, 104.0], host="a")
+    m = first.metrics["output_throughput_tok_s"]
+    assert [s["value"] for s in m.starts] == [98.0, 100.0, 104.0] and m.value == 100.0
+    assert {s["host"] for s in m.starts} == {"a"}
+    second = _tok_entry([90.0, 91.0], previous=first, host="b")
+    m = second.metrics["output_throughput_tok_s"]
+    assert [s["value"] for s in m.starts] == [98.0, 100.0, 104.0, 90.0, 91.0]
+    assert [s["host"] for s in m.starts] == ["a", "a", "a", "b", "b"]
+    assert m.value == 98.0  # median of the kept starts
+    many = _tok_entry([float(x) for x in range(1, 9)], previous=second)
+    assert len(many.metrics["output_throughput_tok_s"].starts) == bl.KEEP_STARTS
+    # another engine version or fingerprint starts afresh: never mixed with the old figures
+    fresh = _tok_entry([50.0], previous=second, version="0.33.0")
+    assert [s["value"] for s in fresh.metrics["output_throughput_tok_s"].starts] == [50.0]
+    fresh = _tok_entry([50.0], previous=second, fp={**FP, "num_requests": 99})
+    assert len(fresh.metrics["output_throughput_tok_s"].starts) == 1
+
+
+def test_old_per_repeat_samples_count_as_starts_only_with_fresh_starts():
+    m = bl.BaselineMetric(100.0, "higher", 0.05, samples=[99.0, 100.0, 101.0])
+    assert m.start_values(engine_starts=3) == [99.0, 100.0, 101.0]
+    assert m.start_values(engine_starts=1) == [100.0]  # repeats on one start: one value
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "direction", "why"),
+    [
+        ("acceptance_rate", 0.0, "higher", "no measured value can fall below it"),
+        ("mean_acceptance_length", 1.0, "higher", "the draft accepts nothing"),
+        ("mean_acceptance_length", 1.8, "higher", None),
+        ("ttft_ms.p50", 0.0, "lower", None),
+    ],
+)
+def test_gates_that_cannot_fail_are_stored_report_only(metric, value, direction, why):
+    got = bl.cannot_fail(metric, value, direction)
+    assert (got is None) if why is None else (why in got)
 
 
 def test_fingerprint_diff_names_fields():

@@ -3,6 +3,8 @@ one-line error that names the file, the key and the problem."""
 
 from __future__ import annotations
 
+import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -261,3 +263,164 @@ def test_parse_suite_direct_dict():
         {},
     )
     assert [(i.workload.concurrency, i.workload.num_requests) for i in suite.items()] == [(2, 6)]
+
+
+# ----------------------------------------------------------------- fingerprints by content
+def _checkpoint(root: Path, *, config: str = '{"hidden_size": 8}', tok: str = '{"v": 1}') -> Path:
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(config)
+    (root / "tokenizer.json").write_text(tok)
+    (root / "model.safetensors").write_bytes(
+        b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + b"w" * 64
+    )
+    (root / "README.md").write_text("docs are not part of the model")
+    return root
+
+
+def _fp(tmp_path: Path, model: str, draft: str | None = None, extra: str = "") -> dict:
+    text = MINIMAL.replace('path = "/models/m"', f'path = "{model}"').replace(
+        'draft = "/models/d"', f'draft = "{draft or model}"'
+    )
+    suite = load_suite(
+        str(write(tmp_path, text.replace("[engines.vllm]\n", "[engines.vllm]\n" + extra)))
+    )
+    return next(i for i in suite.items() if i.key.method == "eagle3").fingerprint_base()
+
+
+def test_fingerprint_holds_no_path_and_two_copies_give_one_fingerprint(tmp_path):
+    a = _checkpoint(tmp_path / "machine-a" / "Qwen3-8B")
+    b = _checkpoint(tmp_path / "elsewhere" / "copy")
+    (b / "README.md").write_text("another readme")
+    fa, fb = _fp(tmp_path, str(a)), _fp(tmp_path, str(b))
+    assert fa == fb
+    assert fa["model"].startswith("content:") and fa["topology"]["draft_model"] == fa["model"]
+    assert str(tmp_path) not in json.dumps(fa)
+
+
+@pytest.mark.parametrize(
+    "change", [{"config": '{"hidden_size": 9}'}, {"tok": '{"v": 2}'}], ids=["config", "tokenizer"]
+)
+def test_fingerprint_changes_with_config_or_tokenizer(tmp_path, change):
+    a = _checkpoint(tmp_path / "a")
+    b = _checkpoint(tmp_path / "b", **change)
+    assert _fp(tmp_path, str(a))["model"] != _fp(tmp_path, str(b))["model"]
+
+
+def test_large_weights_are_sampled_yet_a_changed_value_changes_the_digest(tmp_path, monkeypatch):
+    from specperf import modelid
+
+    monkeypatch.setattr(modelid, "WHOLE_LIMIT", 1024)
+    a, b = _checkpoint(tmp_path / "a"), _checkpoint(tmp_path / "b")
+    header = b'{"w":{"dtype":"BF16","shape":[4096],"data_offsets":[0,8192]}}'
+    for d in (a, b):
+        (d / "model.safetensors").write_bytes(
+            len(header).to_bytes(8, "little") + header + bytes(8192)
+        )
+    assert modelid.dir_digest(a) == modelid.dir_digest(b)
+    blob = bytearray((b / "model.safetensors").read_bytes())
+    blob[len(header) + 8] = 1  # the first weight: a fine-tune keeps shapes, changes values
+    (b / "model.safetensors").write_bytes(bytes(blob))
+    st = (b / "model.safetensors").stat()  # digests are memoised by (file, size, mtime)
+    os.utime(b / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert modelid.dir_digest(a) != modelid.dir_digest(b)
+
+
+def test_declared_revision_wins_over_the_path_and_empty_means_content(tmp_path):
+    a = _checkpoint(tmp_path / "a")
+    text = MINIMAL.replace('path = "/models/m"', 'path = "${m}"\nrevision = "${rev}"')
+    text += '\n[settings]\nm = "Org/M"\nrev = "Org/M@abc123"\n'
+    p = write(tmp_path, text)
+    assert load_suite(str(p)).items()[0].fingerprint_base()["model"] == "Org/M@abc123"
+    moved = load_suite(str(p), {"m": str(a)}).items()[0].fingerprint_base()
+    assert moved["model"] == "Org/M@abc123"
+    assert (
+        load_suite(str(p), {"m": str(a), "rev": ""})
+        .items()[0]
+        .fingerprint_base()["model"]
+        .startswith("content:")
+    )
+    with pytest.raises(ConfigError, match=r"models\.m\.revision: '/x': expected a model id"):
+        load_suite(str(p), {"rev": "/x"})
+
+
+def test_hub_id_stays_and_unreadable_path_keeps_only_its_name(tmp_path):
+    assert _fp(tmp_path, "Qwen/Qwen3-8B")["model"] == "Qwen/Qwen3-8B"
+    assert _fp(tmp_path, "/nowhere/on/this/box/Qwen3-8B")["model"] == "name:Qwen3-8B"
+
+
+def test_readme_setting_keeps_the_l40_entries_comparable():
+    """The README's --setting qwen3_8b=/models/Qwen3-8B is the same checkpoint: same fingerprint."""
+    plain = load_suite("qwen3-8b").items()
+    moved = load_suite(
+        "qwen3-8b",
+        {"qwen3_8b": "/models/Qwen3-8B", "eagle3_head": "/models/Qwen3-8B_eagle3"},
+    ).items()
+    assert [i.fingerprint_base() for i in plain] == [i.fingerprint_base() for i in moved]
+
+
+def test_every_server_shape_field_is_in_the_fingerprint(tmp_path):
+    from specperf.config import SERVER_KEYS
+
+    base = _fp(tmp_path, "Org/M")
+    assert set(SERVER_KEYS) <= set(base["server_shape"])
+    eager = _fp(tmp_path, "Org/M", extra="enforce_eager = true\n")
+    assert eager["server_shape"]["enforce_eager"] is True and eager != base
+    flags = _fp(tmp_path, "Org/M", extra='extra_args = ["--block-size", "32", "--x=/tmp/y"]\n')
+    assert flags["server_shape"]["extra_args"] == ["--block-size", "32", "--x=<path>"]
+    kv = _fp(tmp_path, "Org/M", extra='env = { VLLM_CPU_KVCACHE_SPACE = "2", RELEASE = "1" }\n')
+    assert kv["server_shape"]["kv_cache_space"] == "2"
+    # other env is the engine build (the release watch passes the version through it)
+    other = _fp(tmp_path, "Org/M", extra='env = { VLLM_CPU_KVCACHE_SPACE = "2", RELEASE = "2" }\n')
+    assert other == kv and "RELEASE" not in json.dumps(kv)
+
+
+# ----------------------------------------------------------------- rule scope
+def test_rules_carry_a_scope_that_must_exist_in_the_suite(tmp_path):
+    rule = (
+        '\n[[rules]]\nid = "r"\nkind = "speedup"\nmethod = "eagle3"\nmin = 1.3\n'
+        'dataset = "mt-bench"\nconcurrency = [1, 4]\nsampling = "greedy"\n'
+        'evidence = "seed note: one serial run"\n'
+    )
+    suite = load_suite(str(write(tmp_path, MINIMAL + rule)))
+    (r,) = suite.rules
+    assert dict(r.match) == {
+        "concurrency": [1, 4],
+        "dataset": "mt-bench",
+        "method": "eagle3",
+        "sampling": "greedy",
+    }
+    assert r.evidence == "seed note: one serial run"
+    for field, bad, known in (
+        ("dataset", "zh-long", "mt-bench"),
+        ("concurrency", "[2]", "1, 16, 32, 4"),
+        ("sampling", '"t07"', "greedy"),
+        ("method", '"eagle"', "eagle3, native"),
+    ):
+        text = MINIMAL + rule.replace(
+            f"\n{field} = ", f"\n{field} = {bad if field != 'dataset' else repr(bad)}\n_x = "
+        )
+        text = text.replace("\n_x = ", "\n# ")
+        with pytest.raises(ConfigError, match=rf"rules\[0\] \(r\)\.{field}: .* not in this suite"):
+            load_suite(str(write(tmp_path, text)))
+        assert known
+
+
+def test_l40_floor_applies_only_to_the_seed_workload():
+    """The 1.3x floor's evidence is one serial zh-long run with Qwen3's default sampling: the
+    verdict's rule subjects are that item only, and its scope names what the suite has."""
+    from types import SimpleNamespace
+
+    from specperf import baselines, verdict
+    from specperf.config import check_rule_scope
+
+    path = Path(__file__).resolve().parents[2] / "baselines" / "nvidia-l40x1.json"
+    (rule,) = [r for r in baselines.load_baselines(path).rules if r.min == 1.3]
+    assert rule.evidence and "serial" in rule.evidence
+    suite = load_suite("qwen3-8b")
+    check_rule_scope([rule], str(path), suite.models, suite.datasets, suite.sampling, suite.sweep)
+    results = {
+        i.key.as_str(): SimpleNamespace(key=i.key) for i in suite.items()
+    }  # every item of the suite measured
+    assert verdict._rule_subjects(rule, results, None) == [
+        ItemKey("qwen3-8b", "vllm", "eagle3", "zh-long", 1, "qwen3-default")
+    ]

@@ -60,7 +60,34 @@ def test_hardware_profile_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert hardware_profile("my-lab-box", gpus=[gpu("NVIDIA L40")]) == "my-lab-box"
     monkeypatch.setattr(env_mod, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
-    assert hardware_profile(gpus=[], cpus=2) == "cpu-amd-epyc-9654-2c"
+    monkeypatch.setattr(env_mod, "cpu_vendor", lambda: "amd")
+    monkeypatch.setattr(env_mod, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-amd-epyc-9654-avx512-2c"
+    monkeypatch.setattr(env_mod, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8481C CPU")
+    monkeypatch.setattr(env_mod, "cpu_vendor", lambda: "intel")
+    monkeypatch.setattr(env_mod, "cpu_flags", lambda: {"avx2", "avx512f", "amx_tile", "amx_bf16"})
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-intel-xeon-platinum-8481c-amx-2c"
+    # a forced weaker kernel ISA is another numerics profile
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert hardware_profile(gpus=[], cpus=2) == "cpu-intel-xeon-platinum-8481c-avx2-2c"
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [
+        ({"avx2"}, {}, "avx2"),
+        ({"avx2", "avx512f"}, {}, "avx512"),
+        ({"avx2", "avx512f", "amx_tile"}, {}, "amx"),
+        ({"sse4_2"}, {}, "base"),
+        ({"avx2", "avx512f"}, {"ATEN_CPU_CAPABILITY": "default"}, "base"),
+        ({"avx2", "avx512f"}, {"ONEDNN_MAX_CPU_ISA": "avx512_core_amx"}, "avx512"),
+        ({"avx2"}, {"ONEDNN_MAX_CPU_ISA": "ALL"}, "avx2"),
+    ],
+)
+def test_isa_class(flags, env, expected) -> None:
+    assert env_mod.isa_class(flags, env) == expected
 
 
 def test_environment_record_on_this_machine(tmp_path: Path) -> None:
@@ -161,3 +188,73 @@ def test_sample_reads_utilisation_when_nvml_has_it() -> None:
     assert s["gpu_util_pct"] == 87 and s["index"] == 1 and s["power_w"] == 250.0
     del nv.nvmlDeviceGetUtilizationRates  # an older NVML binding: no reading, no crash
     assert GpuSampler._sample(nv, 1, object(), 0.5)["gpu_util_pct"] is None
+
+
+class _FakeNVML:
+    """Two A100s: GPU 0 whole, GPU 1 in MIG mode with two 1g.10gb slices and one 3g.40gb."""
+
+    def __init__(self) -> None:
+        self.gpus = [
+            {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-aaa", "mig": 0, "slices": []},
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "uuid": "GPU-bbb",
+                "mig": 1,
+                "slices": [
+                    ("MIG-s1", "NVIDIA A100-SXM4-80GB MIG 1g.10gb"),
+                    ("MIG-s2", "NVIDIA A100-SXM4-80GB MIG 1g.10gb"),
+                    ("MIG-s3", "NVIDIA A100-SXM4-80GB MIG 3g.40gb"),
+                ],
+            },
+        ]
+
+    def nvmlInit(self) -> None: ...
+
+    def nvmlShutdown(self) -> None: ...
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "560.1"
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int):
+        return ("gpu", i)
+
+    def nvmlDeviceGetMigMode(self, h):
+        return (self.gpus[h[1]]["mig"], self.gpus[h[1]]["mig"])
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h) -> int:
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, j):
+        if j >= len(self.gpus[h[1]]["slices"]):
+            raise RuntimeError("not found")
+        return ("mig", h[1], j)
+
+    def nvmlDeviceGetName(self, h) -> str:
+        if h[0] == "mig":
+            return self.gpus[h[1]]["slices"][h[2]][1]
+        return self.gpus[h[1]]["name"]
+
+    def nvmlDeviceGetUUID(self, h) -> str:
+        if h[0] == "mig":
+            return self.gpus[h[1]]["slices"][h[2]][0]
+        return self.gpus[h[1]]["uuid"]
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return type("M", (), {"total": 80 * 2**30})()
+
+
+def test_mig_uuids_resolve_to_their_slice_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _FakeNVML()
+    monkeypatch.setattr(env_mod, "_nvml", lambda: fake)
+    assert env_mod.gpu_indices(["MIG-s1", "GPU-aaa", "1"]) == [1, 0, 1]
+    rows = env_mod.visible_gpus(["MIG-s1"])
+    assert rows[0]["mig_profile"] == "1g.10gb" and rows[0]["uuid"] == "MIG-s1"
+    assert hardware_profile(gpus=rows) == "nvidia-a100-sxm4-80gb-mig-1g.10gbx1"
+    # a bigger slice of the same GPU is another profile (other speed)
+    big = env_mod.visible_gpus(["MIG-s3"])
+    assert hardware_profile(gpus=big) == "nvidia-a100-sxm4-80gb-mig-3g.40gbx1"
+    assert hardware_profile(gpus=env_mod.visible_gpus(["GPU-aaa"])) == "nvidia-a100-sxm4-80gbx1"
+    assert env_mod.visible_gpus(["MIG-unknown"]) == []

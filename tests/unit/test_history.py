@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from specperf import history
+from specperf.config import DEFAULT_METRICS, MetricPolicy
 from specperf.errors import ConfigError
 
 KEY = "tiny/vllm/ngram/mt-bench/c1/greedy"
@@ -65,7 +66,18 @@ def store_nights(store: Path, tmp: Path, nights: list[list[dict[str, Any]]]) -> 
         history.add_night(store, [res], date=start + dt.timedelta(days=i), run_id=str(100 + i))
 
 
+# A fixed 5 % throughput tolerance (gate "always"), as a GPU suite would set it; the built-in
+# default gates throughput only with a spread measured from history ("measured").
+FIXED = {
+    **DEFAULT_METRICS,
+    "output_throughput_tok_s": MetricPolicy(
+        "output_throughput_tok_s", "higher", 0.05, "always", True, True
+    ),
+}
+
+
 def check(store: Path, tonight: list[dict[str, Any]], **kw: Any) -> history.DriftReport:
+    kw.setdefault("policies", FIXED)
     return history.drift_check(tonight, history.load_nights(store), **kw)
 
 

@@ -108,7 +108,9 @@ def run(pt: pytest.Pytester, *args: str, suite: str = "suite.toml") -> pytest.Ru
 
 
 def baseline(pt: pytest.Pytester) -> dict:
-    return json.loads((pt.path / "baselines" / "cal.json").read_text())["entries"]
+    """The suite's baseline file: baselines/cal/<this machine's profile>.json (one per profile)."""
+    (path,) = (pt.path / "baselines" / "cal").glob("*.json")
+    return json.loads(path.read_text())["entries"]
 
 
 def starts(results: Path) -> list[dict]:
@@ -166,9 +168,9 @@ def test_missing_strict_update_then_pass(perf):
     r.stdout.fnmatch_lines(
         [
             "*specperf verdict*",
-            "*baseline: missing: no baseline entry for this key*",
-            "*create it with: pytest -m perf --suite suite.toml -k cal-native-mt-bench-c1 "
-            "--update-baselines=missing*",
+            "*baseline: missing: no baseline for profile *; adopt with --update-baselines*",
+            "*adopt a baseline with: pytest -m perf --suite suite.toml "
+            "-k cal-native-mt-bench-c1 --update-baselines=missing*",
         ]
     )
     r = run(perf, "--results-dir", str(perf.path / "r2"), "--strict-baselines")

@@ -1,4 +1,5 @@
-"""Named tiny-model recipes: `tiny:<name>` and `tiny:<name>-eagle3` resolve to the same cache."""
+"""Named tiny-model recipes: `tiny:<name>`, `tiny:<name>-eagle3` and `tiny:<name>-eagle3-fit`
+resolve to the same cache, and are identified in fingerprints by their recipe digest."""
 
 from __future__ import annotations
 
@@ -43,6 +44,40 @@ def test_cpu_tiny_can_swap_in_the_compute_bound_model():
     suite = load_suite("cpu-tiny", {"tiny_model": "tiny:qwen3-compute"})
     items = {i.key.method: i for i in suite.items(Filters(dataset=("mt-bench",), concurrency=(4,)))}
     assert items["self-draft"].spec.draft_model == "tiny:qwen3-compute"
-    assert items["eagle3"].spec.draft_model == "tiny:qwen3-compute-eagle3"
+    assert items["eagle3"].spec.draft_model == "tiny:qwen3-compute-eagle3-fit"
     # a different model is a different fingerprint: never judged against tiny:qwen3's baselines
-    assert items["native"].fingerprint_base()["model"] == "tiny:qwen3-compute"
+    digest = testmodels.COMPUTE_RECIPE.digest()
+    assert items["native"].fingerprint_base()["model"] == f"tiny:qwen3-compute@{digest}"
+
+
+def test_eagle3_fit_suffix_resolves_to_the_fitted_head_of_that_model(tmp_path, monkeypatch):
+    from specperf.eagle3 import fit
+
+    monkeypatch.setattr(testmodels, "ensure_tiny_model", lambda r: tmp_path / r.name)
+    monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: target.parent / "fitted")
+    assert pool.resolve_tiny("tiny:qwen3-compute-eagle3-fit") == tmp_path / "fitted"
+    with pytest.raises(ConfigError, match="tiny:qwen3-eagle3-fitx: unknown tiny model"):
+        pool.resolve_tiny("tiny:qwen3-eagle3-fitx")
+
+
+def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
+    """Two machines (other cache roots, other ISAs) name one tiny artefact alike; another recipe
+    or another fit recipe is another identity."""
+    from specperf.eagle3 import fit
+
+    d = testmodels.DEFAULT_RECIPE.digest()
+    assert pool.tiny_identity("tiny:qwen3") == f"tiny:qwen3@{d}"
+    assert pool.tiny_identity("tiny:qwen3-eagle3") == f"tiny:qwen3-eagle3@{d}"
+    fitted = pool.tiny_identity("tiny:qwen3-eagle3-fit")
+    monkeypatch.setenv("SPECPERF_MODELS_DIR", str(tmp_path))
+    assert pool.tiny_identity("tiny:qwen3-eagle3-fit") == fitted  # the root is not in it
+    assert str(tmp_path) not in fitted and fitted.startswith("tiny:qwen3-eagle3-fit@")
+    assert pool.tiny_identity("tiny:qwen3-compute-eagle3-fit") != fitted.replace(
+        "qwen3-", "qwen3-compute-", 1
+    )
+    other = fit.fitted_head_key(
+        testmodels.tiny_model_path().name, fit.FitConfig(threads=1, epochs=7)
+    )
+    assert f"tiny:qwen3-eagle3-fit@{other}" != fitted
+    bigger = testmodels.TinyRecipe(hidden_size=320)
+    assert bigger.digest() != d

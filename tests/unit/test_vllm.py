@@ -220,7 +220,12 @@ def test_cpu_env_binds_threads_and_preloads_venv_libs(tmp_path: Path) -> None:
     (venv / "lib" / "libtcmalloc_minimal.so.4").write_bytes(b"")
     env = server_env(spec(python=str(venv / "bin" / "python")), Devices(cpus=(0, 1)))
     assert env["VLLM_SERVER_DEV_MODE"] == "1"
-    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0,1"
+    # placement (specperf.placement): OpenMP on the engine's core, the first one for the API
+    # server and the client; off (the old default: every core) by option
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    assert server_env(spec(), Devices(cpus=(0, 1, 2, 3)))["VLLM_CPU_OMP_THREADS_BIND"] == "2,3"
+    off = spec(options=(("cpu_placement", "none"),))
+    assert server_env(off, Devices(cpus=(0, 1)))["VLLM_CPU_OMP_THREADS_BIND"] == "0,1"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert env["LD_PRELOAD"] == (f"{venv}/lib/libtcmalloc_minimal.so.4:{venv}/lib/libiomp5.so")
     assert "CUDA_VISIBLE_DEVICES" not in env

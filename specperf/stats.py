@@ -1,0 +1,224 @@
+"""The statistics of a verdict: is this run's metric worse than the baseline's, beyond noise?
+
+Why this shape (docs/baselines.md, "How a noisy metric is decided"):
+- The unit is the ENGINE START. Requests of one start share that start's speed (its memory
+  layout, thread placement, clocks), so pooling requests would count one start's luck many
+  times (pseudo-replication) and flag ordinary start-to-start differences. Baselines therefore
+  keep one value per start, and a run contributes one value per start it measured.
+- Values are compared on the log scale (a 10 % slowdown is the same effect at 50 or 500 tok/s,
+  and ratios of speeds are roughly log-normal).
+- A regression needs BOTH a one-sided Student t test on the log values rejecting "no change" at
+  level ``alpha`` (the baseline's start-to-start spread estimates the noise) AND a point
+  estimate at least ``min_effect`` in the bad direction. The first keeps noise from failing a
+  run; the second keeps a real but negligible change (1 %) from failing it.
+- ``alpha`` is per gated check; the suite divides its run-wide false-alarm budget (default 1 %)
+  over the gated checks of the run (Bonferroni), so a whole unchanged run stays red ≈ 1 % of
+  the time.
+- A metric that does not vary between starts (MAL at concurrency 1 at temperature 0) has a
+  spread of ~0: the test then reduces to "the point moved by at least ``min_effect``". A small
+  floor on the spread (``MIN_LOG_SD``) keeps the arithmetic finite.
+- The engine-wide check averages the per-item log ratios of one engine's items: a small uniform
+  slowdown that no single noisy item can show stands out in the mean of many.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as _st
+
+# 0.1 % on the log scale: below any meaningful spread, above floating-point noise.
+MIN_LOG_SD = 1e-3
+DEFAULT_MIN_EFFECT = 0.05
+DEFAULT_RUN_ALPHA = 0.01
+# A spread estimate needs at least this many baseline starts; fewer: not gated statistically.
+MIN_BASELINE_STARTS = 3
+METHOD = "one-sided t test on log per-start values"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one comparison. ``regressed`` is None when it could not be decided."""
+
+    regressed: bool | None
+    ratio: float | None  # current / baseline (geometric means of the starts)
+    p_value: float | None
+    interval: tuple[float, float] | None  # 95 % interval of the ratio
+    n_current: int
+    n_baseline: int
+    alpha: float
+    min_effect: float
+    reason: str = ""
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.ratio is None else self.ratio - 1.0
+
+    def describe(self) -> str:
+        """One line: method, sample sizes, p, the minimum effect it gates."""
+        if self.ratio is None:
+            return self.reason
+        p = "n/a" if self.p_value is None else f"{self.p_value:.2g}"
+        return (
+            f"{METHOD}: {self.n_current} start(s) vs {self.n_baseline} baseline starts, "
+            f"p={p} (alpha {self.alpha:.2g}), min effect {self.min_effect:.0%}"
+        )
+
+
+def _logs(values: Sequence[float]) -> list[float]:
+    return [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+
+
+def _sd(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def pooled_log_sd(current: Sequence[float], baseline: Sequence[float]) -> tuple[float, int]:
+    """Pooled standard deviation of the log values of both groups and its degrees of freedom."""
+    return _pooled_sd(_logs(current), _logs(baseline))
+
+
+def _pooled_sd(a: Sequence[float], b: Sequence[float]) -> tuple[float, int]:
+    """Pooled standard deviation of two groups of (already log) values, and its df."""
+    ss, df = 0.0, 0
+    for xs in (a, b):
+        if len(xs) >= 2:
+            ss += _sd(xs) ** 2 * (len(xs) - 1)
+            df += len(xs) - 1
+    return (math.sqrt(ss / df) if df else 0.0), df
+
+
+def decide(
+    current: Sequence[float],
+    baseline: Sequence[float],
+    direction: str,
+    *,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    alpha: float = DEFAULT_RUN_ALPHA,
+    min_baseline_starts: int = MIN_BASELINE_STARTS,
+) -> Decision:
+    """Decide one metric from per-start values. ``direction``: higher / lower is better, or
+    equal (a change either way is a regression)."""
+    a, b = _logs(current), _logs(baseline)
+    if not a or not b:
+        why = "no positive value measured" if not a else "baseline has no positive value"
+        return Decision(None, None, None, None, len(a), len(b), alpha, min_effect, why)
+    d = sum(a) / len(a) - sum(b) / len(b)
+    ratio = math.exp(d)
+    if len(b) < min_baseline_starts:
+        return Decision(
+            None,
+            ratio,
+            None,
+            None,
+            len(a),
+            len(b),
+            alpha,
+            min_effect,
+            f"baseline has {len(b)} start(s); at least {min_baseline_starts} are needed "
+            "to know its spread",
+        )
+    sd, df = _pooled_sd(a, b)
+    sd = max(sd, MIN_LOG_SD)
+    df = max(df, 1)
+    se = sd * math.sqrt(1 / len(a) + 1 / len(b))
+    t = d / se
+    if direction == "higher":
+        p = float(_st.t.cdf(t, df))
+        worse = ratio <= 1 - min_effect + 1e-12
+    elif direction == "lower":
+        p = float(_st.t.sf(t, df))
+        worse = ratio >= 1 + min_effect - 1e-12
+    else:
+        p = float(2 * _st.t.sf(abs(t), df))
+        worse = abs(ratio - 1) >= min_effect - 1e-12
+    q = float(_st.t.ppf(0.975, df))
+    interval = (math.exp(d - q * se), math.exp(d + q * se))
+    return Decision(worse and p < alpha, ratio, p, interval, len(a), len(b), alpha, min_effect)
+
+
+def engine_wide(
+    groups: Sequence[tuple[Sequence[float], Sequence[float]]],
+    direction: str,
+    *,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    alpha: float = DEFAULT_RUN_ALPHA,
+    min_baseline_starts: int = MIN_BASELINE_STARTS,
+) -> Decision:
+    """The geometric mean of per-item ratios over an engine's items, tested as one effect.
+
+    Each group is (current starts, baseline starts) of one item. The mean of the per-item log
+    ratios has variance Σ s_i²(1/m_i + 1/n_i) / I² (items are measured on separate starts or,
+    at worst, positively correlated — which only makes a uniform effect easier to see)."""
+    ds: list[float] = []
+    var = 0.0
+    df = 0
+    n_cur = n_base = 0
+    for current, baseline in groups:
+        a, b = _logs(current), _logs(baseline)
+        if not a or len(b) < min_baseline_starts:
+            continue
+        sd, dfi = _pooled_sd(a, b)
+        sd = max(sd, MIN_LOG_SD)
+        ds.append(sum(a) / len(a) - sum(b) / len(b))
+        var += sd**2 * (1 / len(a) + 1 / len(b))
+        df += max(dfi, 1)
+        n_cur += len(a)
+        n_base += len(b)
+    if len(ds) < 2:
+        return Decision(
+            None,
+            None,
+            None,
+            None,
+            n_cur,
+            n_base,
+            alpha,
+            min_effect,
+            f"{len(ds)} item(s) with a gated baseline; the engine-wide check needs 2",
+        )
+    d = sum(ds) / len(ds)
+    se = math.sqrt(var) / len(ds)
+    t = d / se
+    ratio = math.exp(d)
+    if direction == "lower":
+        p = float(_st.t.sf(t, df))
+        worse = ratio >= 1 + min_effect - 1e-12
+    else:
+        p = float(_st.t.cdf(t, df))
+        worse = ratio <= 1 - min_effect + 1e-12
+    q = float(_st.t.ppf(0.975, df))
+    return Decision(
+        worse and p < alpha,
+        ratio,
+        p,
+        (math.exp(d - q * se), math.exp(d + q * se)),
+        n_cur,
+        n_base,
+        alpha,
+        min_effect,
+        f"geometric mean over {len(ds)} items",
+    )
+
+
+def per_check_alpha(run_alpha: float, gated_checks: int) -> float:
+    """Bonferroni: the run-wide false-alarm budget shared by the run's gated checks."""
+    return run_alpha / max(1, gated_checks)
+
+
+__all__ = [
+    "DEFAULT_MIN_EFFECT",
+    "DEFAULT_RUN_ALPHA",
+    "METHOD",
+    "MIN_BASELINE_STARTS",
+    "Decision",
+    "decide",
+    "engine_wide",
+    "per_check_alpha",
+    "pooled_log_sd",
+]

@@ -1,0 +1,88 @@
+"""specperf.stats: the decision rule of noisy metrics (per-start values, log scale, one-sided t
+test at a per-check alpha AND a minimum effect) and the engine-wide check."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specperf import stats
+
+BASE = [97.0, 99.0, 100.0, 101.0, 103.0]  # CV ~2 %
+
+
+def test_values_below_one_are_handled_on_the_log_scale():
+    # acceptance rates are < 1: their logs are negative (a bug once took logs twice)
+    v = 0.7042606516290727
+    d = stats.decide([v * 0.95], [v] * 4, "higher", min_effect=0.02, alpha=1e-4)
+    assert d.regressed is True and d.ratio == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize(
+    ("current", "regressed"),
+    [([100.0], False), ([96.0], False), ([80.0], True), ([70.0, 72.0], True)],
+)
+def test_noisy_metric_needs_significance_and_minimum_effect(current, regressed):
+    d = stats.decide(current, BASE, "higher", min_effect=0.05, alpha=0.01)
+    assert d.regressed is regressed, d
+
+
+def test_small_but_significant_change_below_the_minimum_effect_passes():
+    tight = [100.0, 100.1, 99.9, 100.0, 100.05]
+    d = stats.decide([97.0], tight, "higher", min_effect=0.05, alpha=0.01)
+    assert d.p_value is not None and d.p_value < 0.01 and d.regressed is False
+
+
+def test_large_change_within_the_noise_passes():
+    noisy = [60.0, 100.0, 140.0, 80.0, 120.0]
+    d = stats.decide([75.0], noisy, "higher", min_effect=0.05, alpha=0.001)
+    assert d.regressed is False and d.ratio < 0.95
+
+
+def test_lower_is_better_and_equal_directions():
+    assert stats.decide([120.0], BASE, "lower", min_effect=0.05, alpha=0.01).regressed
+    assert not stats.decide([80.0], BASE, "lower", min_effect=0.05, alpha=0.01).regressed
+    assert stats.decide([1100.0], [1000.0] * 4, "equal", min_effect=0.02, alpha=0.01).regressed
+    assert stats.decide([900.0], [1000.0] * 4, "equal", min_effect=0.02, alpha=0.01).regressed
+
+
+def test_too_few_baseline_starts_cannot_be_decided():
+    d = stats.decide([50.0], [100.0, 101.0], "higher")
+    assert d.regressed is None and "2 start(s)" in d.reason and d.ratio == pytest.approx(0.5, 0.01)
+
+
+def test_describe_states_method_sizes_alpha_and_min_effect():
+    d = stats.decide([80.0], BASE, "higher", min_effect=0.05, alpha=0.001)
+    text = d.describe()
+    for part in (
+        "one-sided t test on log per-start values",
+        "1 start(s) vs 5",
+        "alpha 0.001",
+        "min effect 5%",
+    ):
+        assert part in text, text
+    lo, hi = d.interval
+    assert lo < d.ratio < hi
+
+
+def test_engine_wide_sees_a_uniform_slowdown_no_single_item_shows():
+    rng_bases = [[100 * (1 + 0.04 * math.sin(i * 7 + j)) for j in range(6)] for i in range(12)]
+    slow = [([b[0] * 0.92], b[1:]) for b in rng_bases]
+    alpha = 0.01 / 62
+    single = [stats.decide(c, b, "higher", min_effect=0.05, alpha=alpha) for c, b in slow]
+    assert not any(d.regressed for d in single)
+    wide = stats.engine_wide(slow, "higher", min_effect=0.05, alpha=alpha)
+    assert wide.regressed is True, wide
+    same = [([b[0]], b[1:]) for b in rng_bases]
+    assert stats.engine_wide(same, "higher", min_effect=0.05, alpha=alpha).regressed is False
+
+
+def test_engine_wide_needs_two_items():
+    d = stats.engine_wide([([90.0], BASE)], "higher")
+    assert d.regressed is None and "needs 2" in d.reason
+
+
+def test_per_check_alpha_is_bonferroni():
+    assert stats.per_check_alpha(0.01, 50) == pytest.approx(0.0002)
+    assert stats.per_check_alpha(0.01, 0) == 0.01
