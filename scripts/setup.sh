@@ -87,7 +87,7 @@ sglang_envs() {
   for env in "${SGLANG_ENVS[@]}"; do specperf env create "$env"; done
 }
 
-chromium() {
+browser() {
   step "headless Chromium for tests/browser (Debian's chromium package)"
   if command -v chromium >/dev/null 2>&1; then
     echo "   $(command -v chromium)"
@@ -124,7 +124,7 @@ lint() {
 }
 
 base_setup() { suite_venv; engine_env; tiny_models; }
-full_setup() { base_setup; sglang_envs; chromium; spec_bench; lint; }
+full_setup() { base_setup; sglang_envs; browser; spec_bench; lint; }
 
 report_disk() {
   local envs="${SPECPERF_ENV_ROOT:-$HOME/.cache/specperf/envs}"
