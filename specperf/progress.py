@@ -52,8 +52,8 @@ class EngineStartWatch:
         self.expect_start = expect_start
         self.first_heartbeat_s, self.poll_s = first_heartbeat_s, poll_s
         self._stop = threading.Event()
-        self._lock = threading.RLock()  # the thread and flush() both poll
-        self._polling = False  # re-entry guard: say() may call back into poll()
+        self._lock = threading.RLock()  # the thread and other progress lines both poll
+        self._polling = False
         self._thread: threading.Thread | None = None
         self._logs_seen = self._logs()
         self._rows_seen = self._row_count()
@@ -86,46 +86,55 @@ class EngineStartWatch:
 
     # ------------------------------------------------------------------ one poll
     def poll(self, now: float | None = None) -> None:
-        """Look once and print what changed (the thread calls this; tests call it directly)."""
+        """Look once and print what changed (the thread calls this; tests call it directly).
+        Printing may come back here (a progress line lets the watch flush first): a nested
+        call returns at once, and the state is updated before anything is printed."""
         with self._lock:
-            if self._polling:  # a line printed by this poll came back through the session log
+            if self._polling:
                 return
             self._polling = True
             try:
-                self._poll(time.monotonic() if now is None else now)
+                lines = self._poll(time.monotonic() if now is None else now)
             finally:
                 self._polling = False
+        for line in lines:
+            self.say(line)
 
-    def _poll(self, now: float) -> None:
+    def _poll(self, now: float) -> list[str]:
+        out: list[str] = []
         new_logs = sorted(self._logs() - self._logs_seen, key=lambda p: p.stat().st_mtime)
         for log in new_logs:
             self._logs_seen.add(log)
-            self._begin(now)
+            out += self._begin(now)
             self._log = log
-            self.say(f"engine {self.what}: log {_show(log)}")
+            out.append(f"engine {self.what}: log {_show(log)}")
         for row in self._new_rows():
             event = row.get("event")
             if event not in ("start", "start_failed"):
                 continue
-            self._begin(now)
+            out += self._begin(now)
+            assert self._since is not None
             took = row.get("startup_s")
             took = f"{float(took):.1f} s" if took is not None else f"{now - self._since:.0f} s"
             if event == "start":
-                self.say(f"engine {self.what}: ready in {took} (pid {row.get('pid')})")
+                out.append(f"engine {self.what}: ready in {took} (pid {row.get('pid')})")
             else:
                 where = f"; log {_show(self._log)}" if self._log else ""
-                self.say(f"engine {self.what}: failed to start after {took}{where}")
+                out.append(f"engine {self.what}: failed to start after {took}{where}")
             self._since, self._log = None, None
         if self._since is not None and now >= self._next_beat:
             where = f" (log {self._log.name})" if self._log else ""
-            self._next_beat = self._since + 2 * (self._next_beat - self._since)
-            self.say(f"engine {self.what}: still starting, {now - self._since:.0f} s{where}")
+            out.append(f"engine {self.what}: still starting, {now - self._since:.0f} s{where}")
+            gap = max(2 * (self._next_beat - self._since), self.first_heartbeat_s)
+            self._next_beat = self._since + gap
+        return out
 
-    def _begin(self, now: float) -> None:
-        if self._since is None:
-            self._since = now
-            self._next_beat = now + self.first_heartbeat_s
-            self.say(f"engine {self.what}: starting for {self.item_id}")
+    def _begin(self, now: float) -> list[str]:
+        if self._since is not None:
+            return []
+        self._since = now
+        self._next_beat = now + self.first_heartbeat_s
+        return [f"engine {self.what}: starting for {self.item_id}"]
 
     # ------------------------------------------------------------------ thread
     def _run(self) -> None:
@@ -137,7 +146,8 @@ class EngineStartWatch:
 
     def __enter__(self) -> EngineStartWatch:
         if self.expect_start:
-            self._begin(time.monotonic())
+            for line in self._begin(time.monotonic()):
+                self.say(line)
         self._thread = threading.Thread(target=self._run, name="specperf-start-watch", daemon=True)
         self._thread.start()
         return self

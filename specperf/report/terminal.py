@@ -218,6 +218,7 @@ def verdict_table(
                     width=width - 6,
                     max_lines=REASON_LINES,
                     placeholder=" …",
+                    break_on_hyphens=False,  # paths and keys stay whole where they fit
                 )
                 out += [f"      {w}" for w in wrapped]
     return "\n".join(out)

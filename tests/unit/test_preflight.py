@@ -51,8 +51,14 @@ def test_failure_text_ends_with_the_results_path_and_keeps_the_errors(tmp_path: 
 
 
 def test_corrupt_baseline_fails_before_any_engine_starts(perf: pytest.Pytester) -> None:  # noqa: F811
-    (perf.path / "baselines").mkdir()
-    (perf.path / "baselines" / "cal.json").write_text(CORRUPT)
+    from specperf.plugin import detect_hardware_profile
+    from specperf.pool import assign_devices
+
+    # the file this run reads: baselines/<suite's folder>/<this machine's profile>.json
+    profile = detect_hardware_profile(assign_devices("master", 1, gpus=[]))
+    bad = perf.path / "baselines" / "cal" / f"{profile}.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(CORRUPT)
     results = perf.path / "results-run"
     t0 = time.monotonic()
     r = perf.runpytest_subprocess(
@@ -61,7 +67,7 @@ def test_corrupt_baseline_fails_before_any_engine_starts(perf: pytest.Pytester) 
     took = time.monotonic() - t0
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     out = r.outlines + r.errlines
-    problem = [line for line in out if "cal.json" in line]
+    problem = [line for line in out if bad.name in line]
     assert len(problem) == 1, out  # one line, printed once (no chained traceback)
     assert "entries.m/cal/native/mt-bench/c1/greedy" in problem[0]
     assert out[-1] == f"results: {results}" or f"results: {results}" in out

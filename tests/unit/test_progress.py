@@ -20,7 +20,7 @@ def row(event: str, **kw) -> str:
 def test_a_start_prints_what_where_how_long_and_ready(tmp_path: Path) -> None:
     lines: list[str] = []
     w = watch(tmp_path, lines, expect_start=True)
-    w._begin(0.0)  # what __enter__ does, at a known time
+    lines += w._begin(0.0)  # what __enter__ does, at a known time
     (tmp_path / "engines").mkdir()
     log = tmp_path / "engines" / "vllm-abc.log"
     log.write_text("")
@@ -86,3 +86,51 @@ def test_a_say_that_polls_again_does_not_recurse(tmp_path):
     watch.poll(now=1000.0)  # far past every heartbeat
     assert any("still starting" in line for line in lines)
     assert len(lines) < 10
+
+
+class FakePool:
+    engine = None
+    spec = None
+
+
+class FakeSession:
+    """A SuiteSession's surface the watch uses: progress lines go through ``log``."""
+
+    def __init__(self, results_dir: Path) -> None:
+        self.results_dir = results_dir
+        self.pool = FakePool()
+        self.printed: list[str] = []
+        self.log = self.printed.append
+
+    def progress_line(self, text: str) -> None:
+        if self.log:
+            self.log(text)
+
+
+class FakeSpec:
+    kind, label, method = "vllm", "cpu", "native"
+
+
+class FakeItem:
+    id = "item-1"
+    spec = FakeSpec()
+
+
+def test_progress_lines_while_a_heartbeat_is_due_print_it_once(tmp_path: Path) -> None:
+    """A progress line lets the watch print first; printing comes back into the watch, which
+    must not print the same line again (it recursed until RecursionError once)."""
+    from specperf.progress import watch_engine_starts
+
+    session = FakeSession(tmp_path)
+    (tmp_path / "engines").mkdir()
+    with watch_engine_starts(session, FakeItem()) as w:
+        w._stop.set()  # no background polls: this test drives the clock
+        assert w._since is not None
+        (tmp_path / "engines" / "x.log").write_text("")
+        w.poll(w._since + 1)
+        w._next_beat = w._since  # a heartbeat is due
+        session.progress_line("item-1: repeat 1/1 started")
+    beats = [x for x in session.printed if "still starting" in x]
+    assert len(beats) == 1, session.printed
+    assert session.printed[-1] == "item-1: repeat 1/1 started"
+    assert session.printed.index(beats[0]) < len(session.printed) - 1

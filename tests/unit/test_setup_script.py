@@ -49,3 +49,11 @@ def test_scripts_pass_shellcheck() -> None:
         ["shellcheck", str(SCRIPT), str(REPO / ".ci" / "run")], capture_output=True, text=True
     )
     assert r.returncode == 0, r.stdout
+
+
+def test_no_function_shadows_a_command_it_looks_for() -> None:
+    """``command -v chromium`` inside a function named chromium finds the function itself."""
+    text = SCRIPT.read_text()
+    functions = set(re.findall(r"^([a-z_]+)\(\) \{", text, re.M))
+    looked_up = set(re.findall(r"command -v ([a-z0-9_-]+)", text))
+    assert functions and looked_up and not functions & looked_up
