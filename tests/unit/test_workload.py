@@ -294,3 +294,20 @@ def test_dead_engine_ends_the_item_at_once():
 def test_bad_workload_is_a_config_error(server):
     with pytest.raises(ConfigError, match="concurrency"):
         run(CalibrationClient(server.url), items(1), concurrency=0, num_requests=1)
+
+
+# -- the SSE reader ------------------------------------------------------------------------------
+
+
+def test_sse_data_splits_events_across_reads_and_line_ends():
+    from specperf.workload import SSEData
+
+    sse = SSEData()
+    assert sse.feed(b'data: {"a": 1}\n\nda') == [b'{"a": 1}']
+    assert sse.feed(b"ta: x\n") == []  # incomplete event: nothing yet
+    assert sse.feed(b"\n: a comment\n\ndata: [DONE]\n\n") == [b"x", b"[DONE]"]
+    crlf = SSEData()
+    assert crlf.feed(b"data: one\r") == []  # a CR at the end may be half of a CRLF
+    assert crlf.feed(b"\n\r\ndata:two\r\n\r\n") == [b"one", b"two"]
+    multi = SSEData()
+    assert multi.feed(b"event: x\ndata: l1\ndata: l2\nid: 3\n\nevent: ping\n\n") == [b"l1\nl2"]
