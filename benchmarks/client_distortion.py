@@ -21,7 +21,6 @@ Run from the repo root, under the quiet lock:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -46,7 +45,7 @@ from specperf import workload as workload_mod  # noqa: E402
 from specperf.metrics import summarize  # noqa: E402
 from specperf.placement import LoadSnapshot, load_over  # noqa: E402
 from specperf.schemas import PromptItem, SamplingParams, WorkloadSpec  # noqa: E402
-from specperf.workload import rank_items, run_workload  # noqa: E402
+from specperf.workload import rank_items, run_timed, run_workload  # noqa: E402
 from tests.calibration.client import CalibrationClient  # noqa: E402
 
 STREAMS = 32
@@ -102,9 +101,7 @@ def run_specperf(url: str) -> dict[str, Any]:
     client = CalibrationClient(url)
     workload = WorkloadSpec(concurrency=STREAMS, num_requests=REQUESTS, warmup_requests=0, seed=0)
     cpu0 = time.process_time()
-    res = asyncio.run(
-        run_workload(client, items(), SamplingParams(max_tokens=MAX_TOKENS), workload)
-    )
+    res = run_timed(run_workload(client, items(), SamplingParams(max_tokens=MAX_TOKENS), workload))
     cpu = time.process_time() - cpu0
     s = summarize(res, run_info={"method": "native"})
     return {

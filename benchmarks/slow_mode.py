@@ -74,13 +74,13 @@ class Sampler(threading.Thread):
         self.interval = interval
         self.counts: Counter[tuple[str, int]] = Counter()
         self.samples = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def add(self, label: str, pid: int) -> None:
         self.procs[label] = pid
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.samples += 1
             for label, pid in list(self.procs.items()):
                 try:
@@ -94,7 +94,7 @@ class Sampler(threading.Thread):
             time.sleep(self.interval)
 
     def stop(self) -> dict[str, dict[str, float]]:
-        self._stop.set()
+        self._halt.set()
         self.join(2)
         out: dict[str, dict[str, float]] = {}
         for (label, cpu), n in sorted(self.counts.items()):
@@ -224,6 +224,7 @@ def main() -> int:
     devices = Devices() if args.placement == "auto" else Devices(cpus=(0, 1))
     engine = VllmEngine(spec, devices, work)
     rows: list[dict[str, Any]] = []
+    affinity = None
     try:
         print(f"starting vLLM ({args.placement}) ...", file=sys.stderr, flush=True)
         engine.start(timeout_s=600)
@@ -235,9 +236,10 @@ def main() -> int:
             for who in ("specperf", "vllm") if rnd % 2 == 0 else ("vllm", "specperf"):
                 row = run_client(who, url, served, files, py, work, rnd, procs)
                 rows.append(row)
+                save(args.out, args.placement, affinity, rows)  # a cut-off run keeps its rounds
                 print(
                     f"round {rnd:2} {who:8} tok/s {row['tok_s']:7.1f}  TTFT {row['ttft_ms']:7.1f} "
-                    f"TPOT {row['tpot_ms']:6.2f}  MAL {row['mal']:.3f}  "
+                    f"TPOT {row['tpot_ms']:6.2f}  MAL {row['mal']}  "
                     f"delivery {row.get('delivery_bound', '-')}  load {row['load1']:.2f}  "
                     f"run {row['running_share_by_cpu']}",
                     file=sys.stderr,
@@ -245,13 +247,17 @@ def main() -> int:
                 )
     finally:
         engine.stop()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps({"placement": args.placement, "affinity": affinity, "rows": rows}, indent=1)
-    )
+    save(args.out, args.placement, affinity, rows)
     report(rows)
     print(f"figures: {args.out}")
     return 0
+
+
+def save(out: Path, placement: str, affinity: Any, rows: list[dict[str, Any]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps({"placement": placement, "affinity": affinity, "rows": rows}, indent=1)
+    )
 
 
 def report(rows: list[dict[str, Any]]) -> None:
@@ -263,7 +269,7 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{who:8}: {len(rs)} rounds  tok/s median {statistics.median(tok):.0f} "
             f"(min {min(tok):.0f}, max {max(tok):.0f})  TTFT ms median "
             f"{statistics.median(ttft):.1f} (min {min(ttft):.1f}, max {max(ttft):.1f})  "
-            f"MAL {sorted({round(r['mal'], 3) for r in rs})}"
+            f"MAL {sorted({round(r['mal'] or 0, 3) for r in rs})}"
         )
 
 

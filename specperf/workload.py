@@ -17,7 +17,9 @@ import asyncio
 import hashlib
 import json
 import os
+import selectors
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +159,46 @@ def _http_client(**kw: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(**kw)
 
 
+class ReadClock(selectors.DefaultSelector):
+    """The event loop's selector, remembering when each ``select`` returned.
+
+    Why: a chunk's arrival is best timed when the loop first learns that its socket is
+    readable. A task reading a stream resumes one loop iteration after its data was received,
+    and behind every other task woken in that iteration (at the end of a closed-loop wave, 32
+    requests' last chunks arrive together): timing it when it resumes adds the others' work.
+    Data a task finds in its buffer was received by a read callback of an earlier iteration, so
+    the select that began the previous iteration (``prev``) is never before its arrival and is
+    the earliest time the client could have known it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prev = self.last = time.perf_counter()
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = super().select(timeout)
+        self.prev, self.last = self.last, time.perf_counter()
+        return ready
+
+
+_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ReadClock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A selector event loop whose reads are timed by ``ReadClock``."""
+    clock = ReadClock()
+    loop = asyncio.SelectorEventLoop(clock)
+    _CLOCKS[loop] = clock
+    return loop
+
+
+def run_timed(coro: Any) -> Any:
+    """``asyncio.run`` on a loop from ``new_event_loop`` (use it to run ``run_workload``)."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(coro)
+
+
 def is_refused(exc: BaseException) -> bool:
     """A refused connection, whichever layer reports it: httpx, aiohttp (through httpx-aiohttp,
     which maps it to ConnectTimeout) or the OS."""
@@ -179,9 +221,12 @@ def transport_name() -> str:
         try:
             import httpx_aiohttp  # noqa: F401
         except ImportError:
-            return "httpx (h11; httpx-aiohttp not installed)"
-        return "httpx on aiohttp (httpx-aiohttp)"
-    return "httpx (h11)"
+            name = "httpx (h11; httpx-aiohttp not installed)"
+        else:
+            name = "httpx on aiohttp (httpx-aiohttp)"
+    else:
+        name = "httpx (h11)"
+    return f"{name}, specperf SSE reader, reads timed by the event loop's select"
 
 
 def _delta_text(delta: dict[str, Any]) -> tuple[str, str]:
@@ -319,11 +364,13 @@ class _Runner:
                 rec.error = f"not an event stream: content-type {ctype or 'missing'!r}"
                 return
             events = SSEData()
+            clock = _CLOCKS.get(asyncio.get_running_loop())
             try:
                 async for raw in resp.aiter_bytes():
                     # one timestamp per read: the events in it reached us together, and the
-                    # time spent parsing the earlier ones is not theirs
-                    now = time.perf_counter()
+                    # time spent parsing the earlier ones is not theirs; on a ReadClock loop,
+                    # the select that reported them (ReadClock says why)
+                    now = clock.prev if clock is not None else time.perf_counter()
                     for data in events.feed(raw):
                         if data == b"[DONE]":
                             done = True
@@ -371,6 +418,9 @@ class _Runner:
                             if usage.get("prompt_tokens") is not None:
                                 rec.prompt_tokens = int(usage["prompt_tokens"])
                     if done:
+                        # closing the response costs more than reading a chunk: let the streams
+                        # whose last chunks arrived with ours take their timestamps first
+                        await asyncio.sleep(0)
                         break
             finally:
                 rec.text = "".join(content_parts)
