@@ -51,7 +51,11 @@ async def _pinned(
     on ``cpus``; the previous affinity is restored after. ``seen`` gets what the loop ran on."""
     old = os.sched_getaffinity(0)
     if cpus:
-        os.sched_setaffinity(0, cpus)
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as exc:  # measured unpinned, and said so
+            seen["pin_error"] = f"{cpus}: {exc}"
+            cpus = None
     seen.update(
         pid=os.getpid(),
         thread=threading.get_native_id(),
