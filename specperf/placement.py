@@ -172,14 +172,17 @@ def engine_cpus(leader_pid: int | None) -> set[int]:
 
 
 def client_cpus(leader_pid: int | None) -> tuple[int, ...] | None:
-    """Where our client should run: the cores this process may use minus the engine's compute
-    cores. None (do not pin) when that leaves nothing, or the engine is not local."""
+    """Where our client should run: with the API server (the leader), when it was placed off
+    the engine's cores — its CPUs, within those this process may use. None (do not pin) when
+    the engine is not local, or not placed (its API server shares the engine's cores). Taking
+    the API server's cores rather than "all but the engine's" keeps the client inside its own
+    worker's CPU set when several workers share a host (pytest -n)."""
     used = engine_cpus(leader_pid)
-    if not used:
+    front = set(_affinity(leader_pid) or ()) if leader_pid else set()
+    if not used or not front or front & used:
         return None
-    mine = os.sched_getaffinity(0)
-    free = tuple(sorted(mine - used))
-    return free if free and set(free) != mine else None
+    free = tuple(sorted(front & os.sched_getaffinity(0)))
+    return free or None
 
 
 def listening_pid(port: int) -> int | None:

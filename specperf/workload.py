@@ -17,13 +17,14 @@ import asyncio
 import hashlib
 import json
 import os
+import selectors
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import aconnect_sse
 
 from specperf.engines.base import EngineClient
 from specperf.errors import ConfigError
@@ -158,15 +159,74 @@ def _http_client(**kw: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(**kw)
 
 
+class ReadClock(selectors.DefaultSelector):
+    """The event loop's selector, remembering when each ``select`` returned.
+
+    Why: a chunk's arrival is best timed when the loop first learns that its socket is
+    readable. A task reading a stream resumes one loop iteration after its data was received,
+    and behind every other task woken in that iteration (at the end of a closed-loop wave, 32
+    requests' last chunks arrive together): timing it when it resumes adds the others' work.
+    Data a task finds in its buffer was received by a read callback of an earlier iteration, so
+    the select that began the previous iteration (``prev``) is never before its arrival and is
+    the earliest time the client could have known it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prev = self.last = time.perf_counter()
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = super().select(timeout)
+        self.prev, self.last = self.last, time.perf_counter()
+        return ready
+
+
+_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ReadClock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A selector event loop whose reads are timed by ``ReadClock``."""
+    clock = ReadClock()
+    loop = asyncio.SelectorEventLoop(clock)
+    _CLOCKS[loop] = clock
+    return loop
+
+
+def run_timed(coro: Any) -> Any:
+    """``asyncio.run`` on a loop from ``new_event_loop`` (use it to run ``run_workload``)."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(coro)
+
+
+def is_refused(exc: BaseException) -> bool:
+    """A refused connection, whichever layer reports it: httpx, aiohttp (through httpx-aiohttp,
+    which maps it to ConnectTimeout) or the OS."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        text = str(seen)
+        if "Connection refused" in text or "Connect call failed" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def transport_name() -> str:
     """The HTTP transport ``_http_client`` uses now (recorded with every item)."""
     if TRANSPORT == "aiohttp":
         try:
             import httpx_aiohttp  # noqa: F401
         except ImportError:
-            return "httpx (h11; httpx-aiohttp not installed)"
-        return "httpx on aiohttp (httpx-aiohttp)"
-    return "httpx (h11)"
+            name = "httpx (h11; httpx-aiohttp not installed)"
+        else:
+            name = "httpx on aiohttp (httpx-aiohttp)"
+    else:
+        name = "httpx (h11)"
+    return f"{name}, specperf SSE reader, reads timed by the event loop's select"
 
 
 def _delta_text(delta: dict[str, Any]) -> tuple[str, str]:
@@ -175,6 +235,46 @@ def _delta_text(delta: dict[str, Any]) -> tuple[str, str]:
     return (content if isinstance(content, str) else ""), (
         reasoning if isinstance(reasoning, str) else ""
     )
+
+
+class SSEData:
+    """Server-sent events from raw bytes as they arrive: ``feed`` returns the ``data`` field of
+    each event completed so far (bytes; several ``data:`` lines joined by newlines; events
+    without data, and comments, skipped). Why not httpx-sse's line iterator: it runs several
+    async generators per line, and its events carry no read boundary; here an event's time is
+    that of the read that completed it, and the client spends less CPU per chunk, which is
+    what keeps it accurate at tens of thousands of chunks/s (docs/measurement.md)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, raw: bytes) -> list[bytes]:
+        buf = self._buf + raw
+        if b"\r" in buf:  # CRLF / CR line ends; a CR at the very end may start a CRLF
+            hold = buf.endswith(b"\r")
+            if hold:
+                buf = buf[:-1]
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            parts = buf.split(b"\n\n")
+            self._buf = parts.pop() + (b"\r" if hold else b"")
+        else:
+            parts = buf.split(b"\n\n")
+            self._buf = parts.pop()
+        out: list[bytes] = []
+        for ev in parts:
+            if ev.startswith(b"data: ") and b"\n" not in ev:  # the usual one-line event
+                out.append(ev[6:])
+                continue
+            data: bytes | None = None
+            for line in ev.split(b"\n"):
+                if line.startswith(b"data:"):
+                    v = line[6:] if line.startswith(b"data: ") else line[5:]
+                    data = v if data is None else data + b"\n" + v
+                elif line == b"data":
+                    data = b"" if data is None else data + b"\n"
+            if data is not None:
+                out.append(data)
+        return out
 
 
 class _ItemStopped(Exception):
@@ -223,12 +323,16 @@ class _Runner:
         except (asyncio.TimeoutError, TimeoutError):
             rec.error = f"request timeout: not finished within {self.request_timeout:.0f} s"
         except httpx.TimeoutException as exc:
-            if isinstance(exc, httpx.ReadTimeout):
+            if is_refused(exc):
+                rec.error = f"refused: {self.client.chat_url} ({exc})"
+                await self.check_alive()
+            elif isinstance(exc, httpx.ReadTimeout):
                 rec.error = f"stall timeout: no data for {self.workload.stall_timeout_s:g} s"
             else:
                 rec.error = f"{type(exc).__name__}: {exc or 'timeout'}"
         except (httpx.TransportError, OSError) as exc:
-            rec.error = f"{type(exc).__name__}: {exc}"
+            what = "refused" if is_refused(exc) else type(exc).__name__
+            rec.error = f"{what}: {exc}"
             await self.check_alive()
         except httpx.HTTPError as exc:
             rec.error = f"{type(exc).__name__}: {exc}"
@@ -248,63 +352,76 @@ class _Runner:
         reasoning_parts: list[str] = []
         done = False
         extract = self.client.extract_token_ids
-        async with aconnect_sse(
-            self.http, "POST", self.client.chat_url, json=body, headers=self.headers
-        ) as es:
-            resp = es.response
+        async with self.http.stream(
+            "POST", self.client.chat_url, json=body, headers=self.headers
+        ) as resp:
             if resp.status_code != 200:
                 text = (await resp.aread()).decode("utf-8", "replace").strip()
                 rec.error = f"HTTP {resp.status_code}: {text[:300]}"
                 return
+            ctype = resp.headers.get("content-type", "").partition(";")[0].strip()
+            if ctype != "text/event-stream":
+                rec.error = f"not an event stream: content-type {ctype or 'missing'!r}"
+                return
+            events = SSEData()
+            clock = _CLOCKS.get(asyncio.get_running_loop())
             try:
-                async for ev in es.aiter_sse():
-                    now = time.perf_counter()
-                    data = ev.data
-                    if data == "[DONE]":
-                        done = True
+                async for raw in resp.aiter_bytes():
+                    # one timestamp per read: the events in it reached us together, and the
+                    # time spent parsing the earlier ones is not theirs; on a ReadClock loop,
+                    # the select that reported them (ReadClock says why)
+                    now = clock.prev if clock is not None else time.perf_counter()
+                    for data in events.feed(raw):
+                        if data == b"[DONE]":
+                            done = True
+                            break
+                        if not data:
+                            continue
+                        chunk = json.loads(data)
+                        if not isinstance(chunk, dict):
+                            continue
+                        # engine-specific per-request fields (e.g. SGLang's spec details ride
+                        # on a chunk with empty choices): the client sees every chunk
+                        self.client.observe_chunk(chunk)
+                        choices = chunk.get("choices")
+                        if choices:
+                            state["last_choice"] = now
+                            choice = choices[0]
+                            content, reasoning = _delta_text(choice.get("delta") or {})
+                            ids = extract(chunk)
+                            if content or reasoning or ids:
+                                if rec.ttft_s is None:
+                                    rec.ttft_s = now - sent
+                                rec.chunk_times_s.append(now - sent)
+                                if content:
+                                    content_parts.append(content)
+                                if reasoning:
+                                    reasoning_parts.append(reasoning)
+                                if ids is not None:
+                                    if state["ids"] is None:
+                                        state["ids"] = []
+                                    state["ids"].extend(ids)
+                                    rec.chunk_tokens.append(len(ids))
+                                state["n_content"] += 1
+                            if choice.get("finish_reason"):
+                                rec.finish_reason = choice["finish_reason"]
+                        elif chunk.get("error") is not None:
+                            err = chunk["error"]
+                            msg = err.get("message", err) if isinstance(err, dict) else err
+                            rec.error = f"stream error: {str(msg)[:300]}"
+                            return
+                        usage = chunk.get("usage")
+                        if isinstance(usage, dict):
+                            if usage.get("completion_tokens") is not None:
+                                rec.output_tokens = int(usage["completion_tokens"])
+                                rec.output_tokens_source = "usage"
+                            if usage.get("prompt_tokens") is not None:
+                                rec.prompt_tokens = int(usage["prompt_tokens"])
+                    if done:
+                        # closing the response costs more than reading a chunk: let the streams
+                        # whose last chunks arrived with ours take their timestamps first
+                        await asyncio.sleep(0)
                         break
-                    if not data:
-                        continue
-                    chunk = json.loads(data)
-                    if not isinstance(chunk, dict):
-                        continue
-                    # engine-specific per-request fields (e.g. SGLang's spec details ride on a
-                    # chunk with empty choices): the client sees every chunk
-                    self.client.observe_chunk(chunk)
-                    choices = chunk.get("choices")
-                    if choices:
-                        state["last_choice"] = now
-                        choice = choices[0]
-                        content, reasoning = _delta_text(choice.get("delta") or {})
-                        ids = extract(chunk)
-                        if content or reasoning or ids:
-                            if rec.ttft_s is None:
-                                rec.ttft_s = now - sent
-                            rec.chunk_times_s.append(now - sent)
-                            if content:
-                                content_parts.append(content)
-                            if reasoning:
-                                reasoning_parts.append(reasoning)
-                            if ids is not None:
-                                if state["ids"] is None:
-                                    state["ids"] = []
-                                state["ids"].extend(ids)
-                                rec.chunk_tokens.append(len(ids))
-                            state["n_content"] += 1
-                        if choice.get("finish_reason"):
-                            rec.finish_reason = choice["finish_reason"]
-                    elif chunk.get("error") is not None:
-                        err = chunk["error"]
-                        msg = err.get("message", err) if isinstance(err, dict) else err
-                        rec.error = f"stream error: {str(msg)[:300]}"
-                        return
-                    usage = chunk.get("usage")
-                    if isinstance(usage, dict):
-                        if usage.get("completion_tokens") is not None:
-                            rec.output_tokens = int(usage["completion_tokens"])
-                            rec.output_tokens_source = "usage"
-                        if usage.get("prompt_tokens") is not None:
-                            rec.prompt_tokens = int(usage["prompt_tokens"])
             finally:
                 rec.text = "".join(content_parts)
                 rec.reasoning_text = "".join(reasoning_parts)
@@ -376,6 +493,10 @@ async def _run_slots(
                 )
                 try:
                     end = await runner.send(rec, list(messages))
+                    # let the streams whose chunks already arrived take their timestamps
+                    # before this slot's bookkeeping and next send use the loop (at the end of
+                    # a wave many requests finish together; issue 15)
+                    await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     if on_record:
                         on_record(rec)  # persisted first: nothing measured is lost

@@ -48,6 +48,7 @@ class CalibrationConfig:
 
     model: str = "calibration-model"
     version: str = "0.0.0+calibration"
+    version_endpoint: bool = True  # False: /version answers 404 (counters on /metrics only)
     ttft_s: float = 0.02
     prefill_s_per_token: float = 0.0
     step_interval_s: float = 0.005
@@ -249,6 +250,8 @@ class CalibrationApp:
         return web.Response(text="")
 
     async def version(self, _req: web.Request) -> web.Response:
+        if not self.config.version_endpoint:
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.json_response({"version": self.config.version})
 
     async def reset_prefix_cache(self, _req: web.Request) -> web.Response:

@@ -118,7 +118,10 @@ def test_measure_writes_summary_and_records_in_send_order(tmp_path, monkeypatch)
     assert read_summary(tmp_path) == json.loads(json.dumps(s))
     assert s["dataset"] == "toy" and s["dataset_version"] == "abc" and s["tier"] == "smoke"
     assert s["engine"] == "calibration" and s["engine_version"] == "0.0.0+calibration"
-    assert s["environment"]["cpu"] == "x" and s["topology"] == {"k": 2}
+    env = s["environment"]  # what was given, plus placement, load and transport (issue 15)
+    assert env["cpu"] == "x" and s["topology"] == {"k": 2}
+    assert set(env) == {"cpu", "placement", "load", "http_transport"}
+    assert env["placement"]["engine"] is None and env["placement"]["client"]["pinned"] is False
     assert s["mean_acceptance_length"] == 2.0
     sent = [r["sent_s"] for r in read_requests(tmp_path)]
     assert sent == sorted(sent) and len(sent) == 6

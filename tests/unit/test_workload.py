@@ -294,3 +294,50 @@ def test_dead_engine_ends_the_item_at_once():
 def test_bad_workload_is_a_config_error(server):
     with pytest.raises(ConfigError, match="concurrency"):
         run(CalibrationClient(server.url), items(1), concurrency=0, num_requests=1)
+
+
+# -- the SSE reader ------------------------------------------------------------------------------
+
+
+def test_sse_data_splits_events_across_reads_and_line_ends():
+    from specperf.workload import SSEData
+
+    sse = SSEData()
+    assert sse.feed(b'data: {"a": 1}\n\nda') == [b'{"a": 1}']
+    assert sse.feed(b"ta: x\n") == []  # incomplete event: nothing yet
+    assert sse.feed(b"\n: a comment\n\ndata: [DONE]\n\n") == [b"x", b"[DONE]"]
+    crlf = SSEData()
+    assert crlf.feed(b"data: one\r") == []  # a CR at the end may be half of a CRLF
+    assert crlf.feed(b"\n\r\ndata:two\r\n\r\n") == [b"one", b"two"]
+    multi = SSEData()
+    assert multi.feed(b"event: x\ndata: l1\ndata: l2\nid: 3\n\nevent: ping\n\n") == [b"l1\nl2"]
+
+
+def test_reads_timed_at_the_select_follow_the_schedule():
+    """run_timed: chunk times come from the loop's select (ReadClock); they never precede the
+    send, never go backwards, and follow the server's schedule."""
+    from specperf.metrics import summarize
+    from specperf.workload import ReadClock, new_event_loop, run_timed
+
+    loop = new_event_loop()
+    try:
+        assert isinstance(loop._selector, ReadClock)  # type: ignore[attr-defined]
+    finally:
+        loop.close()
+    cfg = CalibrationConfig(ttft_s=0.03, step_interval_s=0.005, output_tokens=20)
+    items = [PromptItem(id=f"q{i}", category="c", turns=(f"question {i}",)) for i in range(6)]
+    with CalibrationServer(cfg) as srv:
+        res = run_timed(
+            run_workload(
+                CalibrationClient(srv.url),
+                items,
+                SamplingParams(max_tokens=64),
+                WorkloadSpec(concurrency=3, num_requests=6, warmup_requests=0),
+            )
+        )
+        served = srv.stats()
+    for r in res.records:
+        assert r.ok and r.ttft_s is not None and r.ttft_s >= 0.03
+        assert all(b >= a for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:], strict=False))
+    s = summarize(res, run_info={"method": "native"})
+    assert s["tpot_ms"]["mean"] == pytest.approx(served["mean_tpot_ms"], rel=0.5)
