@@ -189,5 +189,5 @@ if __name__ == "__main__":
         out = prove(Path(d))
     print(json.dumps({"baseline": {k: out["baseline"][k] for k in ("tok_s", "mal")}}))
     print("unchanged:        ", describe(out["unchanged"], "tok_s_delta"))
-    print("tok/s -10% dialled:", describe(out["tok_s_minus_20"], "tok_s_delta"))
+    print("tok/s -20% dialled:", describe(out["tok_s_minus_20"], "tok_s_delta"))
     print("MAL -5% dialled:   ", describe(out["mal_minus_5"], "mal_delta"))
