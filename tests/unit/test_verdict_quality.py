@@ -5,16 +5,15 @@ pool → measure → verdict → baseline update; the pytest fixture is a thin w
   engine starts, the unit of the verdict statistics: with alpha 0.001 a one-start run can
   only be told from the baseline's spread when that spread is known well);
 * 10 unchanged reruns: none may fail;
-* 10 reruns with throughput dialled 20 % down (every delay / 0.8): all must fail on tok/s —
-  one start against the baseline's spread at alpha 0.001: a 10 % change is within reach only
-  when starts differ by < ~2 % (a quiet machine), which a loaded 2-core host does not give
-  (measured: -9.3 to -9.9 % judged PASS at load ~5); small uniform changes are the engine-wide
-  check's job;
+* 10 reruns with throughput dialled 10 % down (every delay / 0.9): all must fail on tok/s;
 * 10 reruns with acceptance dialled ~5 % down (MAL 3.94 → 3.71): all must fail on MAL.
 
 Default tolerances (minimum effects: tok/s 5 %, MAL 5 %) and the suite's per-check alpha
-throughout. Run this file as a script to print the
-figures recorded in docs/suite.md: ``python -m tests.unit.test_verdict_quality``.
+(0.001) throughout. Measured 2026-12-01 on the 2-core AVX-512 EPYC at load ~4: baseline starts
+245.8-249.4 tok/s (CV 0.4 %); unchanged 0/10 failed (deltas -1.4..+0.3 %); -10 % dialled 10/10
+failed (-9.9..-9.5 %); MAL -5 % dialled 10/10 failed (-5.9 %). The same rule on a real engine is
+only as sharp as its starts are alike: docs/baselines.md's power table. Run this file as a script
+to print the figures: ``python -m tests.unit.test_verdict_quality``.
 """
 
 from __future__ import annotations
@@ -76,11 +75,14 @@ max_tokens = 64
 
 [workload]
 warmup_requests = 4
+# the calibration server keeps an absolute schedule: its ~2.5 s items time as well as a 5 s
+# item on a real engine (starts differ by 0.4 %), so the 5 s default floor is lowered here
+min_duration_s = 1.0
 """
 # accept 3 of 3 every step → MAL 3.94 (64 tokens: the last step of a request is cut short);
 # 3,3,3,3,2 → MAL 3.71: 5.9 % fewer tokens per verify step.
 MAL_DOWN = "3,3,3,3,2"
-SLOWER = "0.8"
+SLOWER = "0.9"
 
 
 def _suite(**settings: str):
@@ -147,7 +149,7 @@ def prove(root: Path, reruns: int = RERUNS) -> dict[str, Any]:
         mal = [p.run(_suite(pattern=MAL_DOWN)) for _ in range(reruns)]
     finally:
         p.close()
-    return {"baseline": base, "unchanged": same, "tok_s_minus_20": slow, "mal_minus_5": mal}
+    return {"baseline": base, "unchanged": same, "tok_s_minus_10": slow, "mal_minus_5": mal}
 
 
 def describe(phase: list[dict[str, Any]], key: str) -> str:
@@ -169,8 +171,8 @@ def test_unchanged_reruns_never_fail(proof):
     assert [r["failed"] for r in same] == [[]] * RERUNS, describe(same, "tok_s_delta")
 
 
-def test_twenty_percent_slower_always_fails_on_throughput(proof):
-    slow = proof["tok_s_minus_20"]
+def test_ten_percent_slower_always_fails_on_throughput(proof):
+    slow = proof["tok_s_minus_10"]
     assert all("output_throughput_tok_s" in r["failed"] for r in slow), describe(
         slow, "tok_s_delta"
     )
@@ -189,5 +191,5 @@ if __name__ == "__main__":
         out = prove(Path(d))
     print(json.dumps({"baseline": {k: out["baseline"][k] for k in ("tok_s", "mal")}}))
     print("unchanged:        ", describe(out["unchanged"], "tok_s_delta"))
-    print("tok/s -20% dialled:", describe(out["tok_s_minus_20"], "tok_s_delta"))
+    print("tok/s -10% dialled:", describe(out["tok_s_minus_10"], "tok_s_delta"))
     print("MAL -5% dialled:   ", describe(out["mal_minus_5"], "mal_delta"))
