@@ -52,6 +52,21 @@ def _session(root: Path, name: str, cpus: tuple[int, ...], **kw) -> SuiteSession
     )
 
 
+# Measured 2026-12-01 on the 2-core AVX-512 EPYC (13:45-14:01, load ~2): with CPU placement
+# (issue 15) the engine gets ONE compute core whether or not the second CPU is there (the API
+# server and the client have the other), so "one CPU vs two" is no longer a -43 % regression but
+# -12.3 % (two CPUs: 299.4, 314.7, 305.7, 326.2, 327.5 tok/s over 5 starts, CV 3.8 %; one CPU:
+# 275.9 over 2 starts; p = 0.0042). At cpu-tiny's per-check alpha (0.00016, the run's 1 % budget
+# over 62 gated checks) with 5 + 2 starts that is not a regression the statistics can see, so
+# the test as written cannot pass. Kept, skipped with the figures, until it is redesigned (e.g.
+# the baseline without placement, or a regression the placed engine feels) — issue 13.
+MEASURED_SKIP = (
+    "one CPU vs two is -12.3 % once placement gives the engine one core either way; not "
+    "detectable at alpha 0.00016 with 5+2 starts (p=0.0042): redesign pending (issue 13)"
+)
+
+
+@pytest.mark.skip(reason=MEASURED_SKIP)
 def test_one_cpu_fails_throughput_against_a_two_cpu_baseline(tmp_path):
     _vllm_env()
     cpus = tuple(sorted(os.sched_getaffinity(0)))
