@@ -4,7 +4,6 @@ summary counts what was run; a run where nothing completed prints no table of da
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 
@@ -15,22 +14,12 @@ from specperf.errors import SpecperfError
 from tests.calibration.server import CalibrationConfig, CalibrationServer
 from tests.sglang_standin.server import StandinConfig, StandinServer
 
-
-@pytest.fixture(autouse=True)
-def quick_counter_settle(monkeypatch):
-    monkeypatch.setattr("specperf.workload.COUNTER_SETTLE_INTERVAL_S", 0.05)
-
-
-def parse(argv):
-    p = argparse.ArgumentParser()
-    bench.add_arguments(p)
-    return p.parse_args(argv)
+# the bench tests' helpers and autouse fixture (fast counter settling), not a copy
+from tests.unit.test_bench import parse, prompts_file, quick_counter_settle  # noqa: F401
 
 
 def prompts(tmp_path, n=4):
-    path = tmp_path / "prompts.jsonl"
-    path.write_text("".join(json.dumps({"prompt": f"prompt number {i}"}) + "\n" for i in range(n)))
-    return str(path)
+    return str(prompts_file(tmp_path, n))
 
 
 def closed_port() -> int:
