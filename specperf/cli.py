@@ -55,7 +55,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "      --num-requests 80 --max-tokens 512 --output run.json",
     ),
     "verdict": (
-        "specperf.verdict",
+        "specperf.verdict.cli",
         "judge results directories against baselines and rules",
         "Judge a finished run again against the baseline files (exit 1 on a regression).\n\n"
         "  specperf verdict results/20261129-101500\n"

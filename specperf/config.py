@@ -17,9 +17,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from specperf.engines.base import NATIVE, EngineSpec
+from specperf.engines.base import EngineSpec
 from specperf.errors import ConfigError
-from specperf.schemas import SamplingParams, WorkloadSpec
+from specperf.schemas import NATIVE, SamplingParams, WorkloadSpec
 
 if sys.version_info >= (3, 11):
     import tomllib

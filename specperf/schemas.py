@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 PrefixCachePolicy = Literal["reset", "disabled", "keep"]
+# The method name of a run without speculation (every item key and engine spec uses it).
+NATIVE = "native"
 
 
 @dataclass(frozen=True)

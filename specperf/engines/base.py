@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.errors import ConfigError
-from specperf.schemas import Counters
-
-NATIVE = "native"
+from specperf.schemas import NATIVE, Counters
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,130 @@
+"""The ONE place rules are evaluated: measured figures vs baselines, same-run rules (speedup,
+cross-engine, floors, guards), the engine-wide check, quarantine, staleness. The plugin,
+``specperf verdict``, reports and merges all call these functions; nothing else compares numbers.
+
+How a metric is decided (docs/baselines.md, "How a verdict is reached"):
+- Baselines are per hardware profile and keep one value per ENGINE START; a run contributes one
+  value per start it measured (``--repeat N --restart-between-repeats``: N starts; repeats
+  within one start count as one start, their median).
+- With >= 3 baseline starts a gated metric is decided by specperf.stats.decide: a one-sided t
+  test on log per-start values against the baseline's start-to-start spread, at the per-check
+  alpha of the run's false-alarm budget, AND a change of at least the suite's tolerance (the
+  minimum effect) in the bad direction. The line states method, p, alpha and minimum effect.
+- Fewer starts: metrics the suite declares deterministic (gate "always": MAL, acceptance,
+  output tokens, completed) are compared point-to-point with the tolerance; noisy ones (gate
+  "measured": speeds) are NOT EVALUATED with the reason — never a pass.
+- Statuses: pass, fail, xfail (quarantined), stale / missing (no comparable baseline),
+  not_evaluated (a gated metric that could not be judged: its reason says why) and info
+  (report-only by suite policy or by a baseline that could never fail). ``outcome`` folds them:
+  a gated not-evaluated never ends as a pass (skip; ``--strict-baselines``: fail).
+
+The package follows the data flow, one job per module:
+
+- ``checks``: the ``Check`` record and the comparison arithmetic;
+- ``results``: reading an item's ``summary.json`` and a results folder, appending verdicts;
+- ``snapshot``: the ``suite.json`` policies a folder is judged with;
+- ``noise``: figures from repeats (median, per-start values, intervals);
+- ``gates``: one item against its baseline entry; ``quarantine``: known issues;
+- ``rules`` / ``guard_checks``: same-run rules; ``engine_wide``: the engine-wide check and alpha;
+- ``outcome``: checks → pytest outcome; ``judge``: whole folders; ``table``; ``cli``.
+
+Every name below stays importable from ``specperf.verdict``.
+"""
+
+from __future__ import annotations
+
+from specperf.verdict.checks import EPS, Check, Status, compare
+from specperf.verdict.cli import add_arguments, run
+from specperf.verdict.engine_wide import ENGINE_WIDE_METRICS, check_alpha, engine_wide_checks
+from specperf.verdict.gates import (
+    DEFAULT_MIN_DURATION_S,
+    LATENCY_PREFIXES,
+    delivery_bound,
+    evaluate_item,
+    run_checks,
+    too_short,
+)
+from specperf.verdict.judge import Verdict, evaluate_results, no_baseline_reason
+from specperf.verdict.noise import (
+    BOOTSTRAP_LEVEL,
+    BOOTSTRAP_RESAMPLES,
+    aggregate,
+    bootstrap_interval,
+)
+from specperf.verdict.outcome import (
+    Outcome,
+    gated_not_evaluated,
+    outcome,
+    summary_counts,
+    summary_line,
+)
+from specperf.verdict.quarantine import issue_active
+from specperf.verdict.results import (
+    REQUESTS,
+    SUITE_SNAPSHOT,
+    SUMMARY,
+    VERDICTS,
+    ItemResult,
+    figure,
+    load_item,
+    load_results,
+    write_verdicts,
+)
+from specperf.verdict.rules import _rule_subjects, evaluate_rules
+from specperf.verdict.snapshot import (
+    known_issues_from_snapshot,
+    policies_from_snapshot,
+    read_suite_snapshot,
+    rules_from_snapshot,
+)
+from specperf.verdict.table import STATUS_ORDER, TABLE_COLUMNS, format_table, table_rows
+
+__all__ = [
+    "BOOTSTRAP_LEVEL",
+    "BOOTSTRAP_RESAMPLES",
+    "DEFAULT_MIN_DURATION_S",
+    "ENGINE_WIDE_METRICS",
+    "EPS",
+    "LATENCY_PREFIXES",
+    "REQUESTS",
+    "STATUS_ORDER",
+    "SUITE_SNAPSHOT",
+    "SUMMARY",
+    "TABLE_COLUMNS",
+    "VERDICTS",
+    "Check",
+    "ItemResult",
+    "Outcome",
+    "Status",
+    "Verdict",
+    "_rule_subjects",
+    "add_arguments",
+    "aggregate",
+    "bootstrap_interval",
+    "check_alpha",
+    "compare",
+    "delivery_bound",
+    "engine_wide_checks",
+    "evaluate_item",
+    "evaluate_results",
+    "evaluate_rules",
+    "figure",
+    "format_table",
+    "gated_not_evaluated",
+    "issue_active",
+    "known_issues_from_snapshot",
+    "load_item",
+    "load_results",
+    "no_baseline_reason",
+    "outcome",
+    "policies_from_snapshot",
+    "read_suite_snapshot",
+    "rules_from_snapshot",
+    "run",
+    "run_checks",
+    "summary_counts",
+    "summary_line",
+    "table_rows",
+    "too_short",
+    "write_verdicts",
+]

@@ -1,0 +1,93 @@
+"""The engine-wide check (one effect over all of an engine's items) and the per-check alpha:
+the run's false-alarm budget spread over its gated statistical checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from specperf import stats
+from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
+from specperf.config import MetricPolicy
+from specperf.verdict.checks import Check
+from specperf.verdict.results import ItemResult, unusable
+
+ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
+
+
+def engine_wide_checks(
+    results: Mapping[str, ItemResult],
+    baselines: BaselineFile,
+    policies: Mapping[str, MetricPolicy],
+    *,
+    alpha: float = stats.DEFAULT_RUN_ALPHA,
+    min_effect: float | None = None,
+) -> list[Check]:
+    """Per engine (the key's engine name) and metric: the geometric-mean ratio over the
+    engine's comparable items (same fingerprint, no failed requests, >= 3 baseline starts),
+    tested as one effect (specperf.stats.engine_wide), items of one engine config (which
+    share an engine start) counted as one unit. It sees a small uniform slowdown — a new
+    release that costs every item 7 % — that no single noisy item can."""
+    out: list[Check] = []
+    by_engine: dict[str, list[ItemResult]] = {}
+    for r in results.values():
+        by_engine.setdefault(r.key.engine, []).append(r)
+    for engine, items in sorted(by_engine.items()):
+        for metric in ENGINE_WIDE_METRICS:
+            pol = policies.get(metric)
+            if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
+                continue
+            groups = []
+            units: list[str] = []
+            for r in items:
+                entry = baselines.get(r.key)
+                fig = r.figures.get(metric) or {}
+                if (
+                    entry is None
+                    or metric not in entry.metrics
+                    or fingerprint_diff(entry.fingerprint, r.fingerprint)
+                    or unusable(r) is not None
+                    or fig.get("value") is None
+                ):
+                    continue
+                bm = entry.metrics[metric]
+                if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
+                    continue
+                groups.append((fig.get("starts") or [fig["value"]], entry.start_values(metric)))
+                # items of one engine config share its start(s) in a run: one unit
+                units.append(r.summary.get("spec_digest") or r.key.method)
+            if not groups:
+                continue
+            effect = pol.tolerance if min_effect is None else min_effect
+            d = stats.engine_wide(
+                groups, pol.direction, min_effect=effect, alpha=alpha, units=units
+            )
+            c = Check(
+                f"engine {engine}",
+                f"engine-wide {metric}",
+                "not_evaluated" if d.regressed is None else ("fail" if d.regressed else "pass"),
+                measured=None if d.ratio is None else d.ratio,
+                baseline=1.0,
+                delta=d.delta,
+                tolerance=effect,
+                direction=pol.direction,
+                interval=d.interval,
+                interval_method="95 % t interval of the geometric-mean ratio",
+                reason=d.reason if d.ratio is None else f"{d.reason}; {d.describe()}",
+                rule="engine-wide",
+                gated=len(groups) >= 2,
+            )
+            out.append(c)
+    return out
+
+
+def check_alpha(
+    policies: Mapping[str, MetricPolicy],
+    items: int,
+    engines: int,
+    run_alpha: float = stats.DEFAULT_RUN_ALPHA,
+) -> float:
+    """The per-check level: the run's false-alarm budget over its gated statistical checks
+    (items x gated metrics, plus the engine-wide checks)."""
+    gated = sum(1 for p in policies.values() if p.gate != "never")
+    n = items * gated + engines * len(ENGINE_WIDE_METRICS)
+    return stats.per_check_alpha(run_alpha, n)

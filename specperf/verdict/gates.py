@@ -1,0 +1,292 @@
+"""One item against its baseline entry: fingerprint, run checks, and per metric the gates that
+decide whether a comparison is fair (length drift, delivery-bound latencies, too-short runs)
+before the statistics decide it."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from specperf import stats
+from specperf.baselines import BaselineEntry, cannot_fail, fingerprint_diff
+from specperf.config import LENGTH_METRIC, KnownIssue, MetricPolicy
+from specperf.verdict.checks import EPS, Check, Status, compare, join
+from specperf.verdict.quarantine import quarantine
+from specperf.verdict.results import ItemResult, figure
+
+
+def run_checks(result: ItemResult, max_failed_fraction: float = 0.0) -> list[Check]:
+    """Checks that need no baseline: the engine stayed up, requests did not fail."""
+    s = result.summary
+    key = result.key.as_str()
+    out: list[Check] = []
+    completed = int(s.get("completed") or 0)
+    failed = int(s.get("failed") or 0)
+    total = completed + failed
+    if s.get("engine_died"):
+        out.append(
+            Check(
+                key,
+                "engine",
+                "fail",
+                reason="the engine died during the item",
+                item=result.item_id,
+                engine_version=result.engine_version,
+            )
+        )
+    allowed = max_failed_fraction * total
+    status: Status = "fail" if failed > allowed + EPS or total == 0 else "pass"
+    errors = s.get("errors") or s.get("first_errors") or []
+    reason = f"{failed} of {total} requests failed (allowed {max_failed_fraction:.0%})"
+    if errors:
+        reason += f"; first error: {str(errors[0])[:200]}"
+    out.append(
+        Check(
+            key,
+            "failed_requests",
+            status,
+            measured=float(failed),
+            baseline=float(allowed),
+            reason=reason if status == "fail" else "",
+            item=result.item_id,
+            engine_version=result.engine_version,
+        )
+    )
+    return out
+
+
+LATENCY_PREFIXES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+DEFAULT_MIN_DURATION_S = 5.0
+
+
+def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -> str | None:
+    """Why the item's speed says nothing (None: long enough). A run of half a second is mostly
+    ramp-up and tail: one late wake-up moves it by tens of per cent. The shortest repeat
+    counts."""
+    if min_duration_s is None:
+        wl = summary.get("workload") or {}
+        min_duration_s = float(wl.get("min_duration_s", DEFAULT_MIN_DURATION_S))
+    if min_duration_s <= 0:
+        return None
+    durations = [figure(r, "duration_s") for r in summary.get("repeats") or []]
+    durations = [d for d in durations if d is not None] or [figure(summary, "duration_s")]
+    shortest = min((d for d in durations if d is not None), default=None)
+    if shortest is None or shortest >= min_duration_s:
+        return None
+    return (
+        f"the item lasted {shortest:.2f} s < {min_duration_s:g} s: too short to time on this "
+        "machine; raise its requests (or [workload] min_duration_s)"
+    )
+
+
+def delivery_bound(summary: Mapping[str, Any]) -> str | None:
+    """Why the item's latencies describe the delivery of the stream, not the engine (None: they
+    describe the engine). Set by the client when chunks arrived in bursts."""
+    d = summary.get("delivery")
+    if isinstance(d, Mapping) and d.get("bound"):
+        return str(d.get("reason") or "chunks arrived in bursts")
+    return None
+
+
+def evaluate_item(
+    result: ItemResult,
+    entry: BaselineEntry | None,
+    policies: Mapping[str, MetricPolicy],
+    *,
+    hardware_profile: str | None = None,
+    known_issues: Iterable[KnownIssue] = (),
+    max_failed_fraction: float = 0.0,
+    today: _dt.date | None = None,
+    alpha: float = stats.DEFAULT_RUN_ALPHA,
+    missing_reason: str | None = None,
+    min_duration_s: float | None = None,
+) -> list[Check]:
+    """Every check of one item against its baseline entry (None: missing). ``alpha`` is the
+    per-check level of the statistical decisions; ``missing_reason`` says why no entry exists
+    (e.g. no baseline file for this hardware profile); speeds of an item that lasted less than
+    ``min_duration_s`` (default: the item's own workload setting, else 5 s) are not judged."""
+    key = result.key
+    ks = key.as_str()
+    profile = hardware_profile or result.hardware_profile
+    checks = run_checks(result, max_failed_fraction)
+    if entry is None:
+        checks.append(
+            Check(
+                ks,
+                "baseline",
+                "missing",
+                item=result.item_id,
+                engine_version=result.engine_version,
+                reason=missing_reason or f"no baseline entry for this key (profile {profile})",
+            )
+        )
+        return checks
+    diffs = fingerprint_diff(entry.fingerprint, result.fingerprint)
+    if diffs:
+        shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+        checks.append(
+            Check(
+                ks,
+                "baseline",
+                "stale",
+                item=result.item_id,
+                engine_version=result.engine_version,
+                baseline_engine_version=entry.engine_version,
+                reason=f"fingerprint differs ({shown}); not compared",
+            )
+        )
+        return checks
+
+    issues = list(known_issues)
+    if entry.known_issue:
+        issues.insert(0, entry.known_issue)
+    figures = result.figures
+    length_note: str | None = None
+    delivery = delivery_bound(result.summary)
+    short = too_short(result.summary, min_duration_s)
+    ordered = sorted(policies, key=lambda m: m != LENGTH_METRIC)  # length first
+    for metric in ordered:
+        pol = policies[metric]
+        bm = entry.metrics.get(metric)
+        measured = result.value(metric)
+        fig = figures.get(metric, {})
+        c = Check(
+            ks,
+            metric,
+            "pass",
+            measured=measured,
+            direction=pol.direction,
+            tolerance=pol.tolerance,
+            item=result.item_id,
+            engine_version=result.engine_version,
+            baseline_engine_version=entry.engine_version,
+            gated=pol.gate != "never",
+        )
+        if fig.get("interval"):
+            c.interval = (float(fig["interval"][0]), float(fig["interval"][1]))
+            c.interval_method = fig.get("interval_method")
+        if bm is None:
+            if measured is None:
+                continue  # neither side has it (e.g. acceptance of a native run)
+            c.status = "not_evaluated" if c.gated else "info"
+            c.reason = "the baseline entry has no value for this metric"
+            checks.append(c)
+            continue
+        c.baseline = bm.value
+        if abs(bm.tolerance - pol.tolerance) > EPS:
+            c.reason = (
+                f"suite tolerance {pol.tolerance:.1%} used (the baseline file says "
+                f"{bm.tolerance:.1%})"
+            )
+        if measured is None:
+            c.status = "fail" if c.gated else "info"
+            c.reason = join(c.reason, "not measured in this run (the baseline has it)")
+            checks.append(quarantine(c, issues, key, today))
+            continue
+        drifted, c.delta = compare(measured, bm.value, bm.direction, pol.tolerance)
+        if metric == LENGTH_METRIC and drifted:  # gated or not, it blocks speed comparisons
+            length_note = (
+                f"output length drifted {c.delta:+.1%} from the baseline "
+                f"(tolerance {pol.tolerance:.0%}); throughput not compared"
+            )
+        if pol.gate == "never":
+            c.status = "info"
+            c.reason = join(c.reason, "report only (suite policy)")
+            checks.append(c)
+            continue
+        never = bm.report_only or cannot_fail(metric, bm.value, bm.direction)
+        if never:
+            c.status, c.gated = "info", False
+            c.reason = join(c.reason, f"report only: {never}")
+            checks.append(c)
+            continue
+        if bm.hardware_profile and profile and bm.hardware_profile != profile:
+            c.status = "not_evaluated"
+            c.reason = f"baseline measured on {bm.hardware_profile}, this is {profile}"
+            checks.append(c)
+            continue
+        if delivery and metric.startswith(LATENCY_PREFIXES):
+            c.status, c.gated = "not_evaluated", False
+            c.reason = f"delivery-bound: {delivery}"
+            checks.append(c)
+            continue
+        if pol.length_dependent and length_note:
+            c.status = "not_evaluated"
+            c.reason = length_note
+            checks.append(c)
+            continue
+        if pol.hardware_bound and short:
+            c.status = "not_evaluated"
+            c.reason = short
+            checks.append(c)
+            continue
+        _decide(c, metric, pol, entry, fig, measured, alpha)
+        checks.append(quarantine(c, issues, key, today))
+    return checks
+
+
+def _decide(
+    c: Check,
+    metric: str,
+    pol: MetricPolicy,
+    entry: BaselineEntry,
+    fig: Mapping[str, Any],
+    measured: float,
+    alpha: float,
+) -> None:
+    """Set ``c``'s status from the per-start statistics (or a point comparison where the suite
+    declares the metric deterministic and the baseline has fewer starts than a spread needs)."""
+    base = entry.start_values(metric)
+    current = [float(v) for v in (fig.get("starts") or [measured]) if v is not None]
+    if len(base) >= stats.MIN_BASELINE_STARTS:
+        d = stats.decide(current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha)
+        if d.ratio is None or d.regressed is None:
+            c.status = "not_evaluated"
+            c.reason = join(c.reason, d.reason)
+            return
+        geo = math.exp(sum(math.log(v) for v in base) / len(base))
+        c.baseline = geo
+        if len(current) > 1:  # the figure compared is the geometric mean of this run's starts
+            c.measured = math.exp(sum(math.log(v) for v in current if v > 0) / len(current))
+        c.delta = d.ratio - 1
+        if d.interval:
+            c.interval = (d.interval[0] * geo, d.interval[1] * geo)
+            c.interval_method = "95 % t interval over starts"
+        c.status = "fail" if d.regressed else "pass"
+        c.reason = join(c.reason, d.describe())
+        return
+    if pol.gate == "always":
+        regressed, c.delta = compare(
+            measured, entry.metrics[metric].value, pol.direction, pol.tolerance
+        )
+        c.status = "fail" if regressed else "pass"
+        c.reason = join(
+            c.reason,
+            f"point comparison with the tolerance: baseline has {len(base)} start(s) and the "
+            'suite gates this metric "always"',
+        )
+        if (
+            regressed
+            and c.interval
+            and _interval_crosses(
+                c.interval, entry.metrics[metric].value, pol.direction, pol.tolerance
+            )
+        ):
+            c.reason = join(c.reason, "borderline: the interval crosses the threshold")
+        return
+    c.status = "not_evaluated"
+    c.reason = join(
+        c.reason,
+        f"baseline has {len(base)} engine start(s); >= {stats.MIN_BASELINE_STARTS} are needed "
+        "to know its spread (re-make it with --update-baselines --repeat 5)",
+    )
+
+
+def _interval_crosses(iv: tuple[float, float], base: float, direction: str, tol: float) -> bool:
+    if direction == "higher":
+        return iv[1] > base * (1 - tol)
+    if direction == "lower":
+        return iv[0] < base * (1 + tol)
+    return iv[0] < base * (1 + tol) and iv[1] > base * (1 - tol)

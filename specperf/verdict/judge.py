@@ -1,0 +1,104 @@
+"""Judging whole results folders: every item against its baseline, then the rules and the
+engine-wide check over all items together."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specperf.baselines import BaselineFile, baseline_path, load_baselines
+from specperf.errors import ConfigError
+from specperf.verdict.checks import Check
+from specperf.verdict.engine_wide import check_alpha, engine_wide_checks
+from specperf.verdict.gates import evaluate_item
+from specperf.verdict.outcome import summary_counts
+from specperf.verdict.results import SUITE_SNAPSHOT, ItemResult, load_results
+from specperf.verdict.rules import evaluate_rules
+from specperf.verdict.snapshot import (
+    known_issues_from_snapshot,
+    policies_from_snapshot,
+    read_suite_snapshot,
+    rules_from_snapshot,
+)
+
+
+@dataclass
+class Verdict:
+    checks: list[Check]
+    results: dict[str, ItemResult]
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for c in self.checks:
+            counts[c.status] = counts.get(c.status, 0) + 1
+        return {
+            "counts": counts,
+            "summary": summary_counts(self.checks),
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+def evaluate_results(
+    dirs: Sequence[Path | str],
+    *,
+    baselines: BaselineFile | None = None,
+    baselines_dir: Path | str | None = None,
+    hardware_profile: str | None = None,
+    today: _dt.date | None = None,
+) -> Verdict:
+    """Judge results directories: every item against the baseline file, then every rule of the
+    suite (and of the baseline file) over all items together. Policies, rules and quarantines
+    come from the ``suite.json`` snapshot the plugin wrote into the results directory."""
+    results = load_results(dirs)
+    if not results:
+        raise ConfigError(f"{', '.join(map(str, dirs))}: no suite item results found")
+    snap = read_suite_snapshot(dirs)
+    policies = policies_from_snapshot(snap)
+    issues = known_issues_from_snapshot(snap)
+    rules = rules_from_snapshot(snap, str(Path(dirs[0]) / SUITE_SNAPSHOT))
+    max_failed = float(((snap or {}).get("workload") or {}).get("max_failed_fraction", 0.0))
+    profile = hardware_profile or next(
+        (r.hardware_profile for r in results.values() if r.hardware_profile), None
+    )
+    missing = None
+    if baselines is None:
+        folder = (snap or {}).get("baseline_folder")
+        if baselines_dir is None or not profile:
+            baselines = BaselineFile(Path("<none>"))
+            missing = "no baseline file given"
+        else:
+            path = baseline_path(baselines_dir, profile, folder)
+            baselines = load_baselines(path)
+            if not path.exists():
+                missing = no_baseline_reason(profile, path)
+    rules = rules + list(baselines.rules)
+    alpha = check_alpha(policies, len(results), len({r.key.engine for r in results.values()}))
+    checks: list[Check] = []
+    for k in sorted(results):
+        checks.extend(
+            evaluate_item(
+                results[k],
+                baselines.get(results[k].key),
+                policies,
+                hardware_profile=profile,
+                known_issues=issues,
+                max_failed_fraction=max_failed,
+                today=today,
+                alpha=alpha,
+                missing_reason=missing,
+            )
+        )
+    checks.extend(evaluate_rules(rules, results, known_issues=issues, today=today))
+    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha))
+    return Verdict(checks, results)
+
+
+def no_baseline_reason(profile: str, path: Path) -> str:
+    return f"no baseline for profile {profile} ({path}); adopt with --update-baselines"

@@ -1,0 +1,153 @@
+"""Same-run rules (speedup, cross-engine, floors, ceilings, guards): numbers of one run compared
+with each other or with a bound, never with a baseline."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections.abc import Iterable, Mapping
+
+from specperf.config import ItemKey, KnownIssue, Rule
+from specperf.schemas import NATIVE
+from specperf.verdict.checks import EPS, Check, fmt, join
+from specperf.verdict.guard_checks import evaluate_guard
+from specperf.verdict.quarantine import quarantine
+from specperf.verdict.results import ItemResult, unusable
+
+
+def _rule_value(res: ItemResult, metric: str, results: Mapping[str, ItemResult]) -> float | None:
+    if metric == "speedup":
+        native = results.get(res.key.native().as_str())
+        if native is None:
+            return None
+        a, b = res.value("output_throughput_tok_s"), native.value("output_throughput_tok_s")
+        return None if a is None or not b else a / b
+    return res.value(metric)
+
+
+def _bound_check(c: Check, value: float, rule: Rule) -> Check:
+    c.measured = value
+    lo_bad = rule.min is not None and value < rule.min - EPS
+    hi_bad = rule.max is not None and value > rule.max + EPS
+    c.baseline = rule.min if rule.min is not None else rule.max
+    c.direction = "higher" if rule.min is not None else "lower"
+    if rule.min is not None and rule.max is not None:
+        c.reason = join(c.reason, f"allowed {rule.min:g}–{rule.max:g}")
+    c.status = "fail" if lo_bad or hi_bad else "pass"
+    return c
+
+
+def evaluate_rules(
+    rules: Iterable[Rule],
+    results: Mapping[str, ItemResult],
+    *,
+    subject: ItemKey | None = None,
+    kinds: Iterable[str] | None = None,
+    known_issues: Iterable[KnownIssue] = (),
+    today: _dt.date | None = None,
+) -> list[Check]:
+    """Same-run rules over ``results``. ``subject`` limits them to the checks whose subject is
+    that item (the plugin evaluates an item's own rules right after measuring it); ``kinds``
+    limits the rule kinds. A rule whose inputs were not measured is "not_evaluated"."""
+    kinds = set(kinds) if kinds is not None else None
+    issues = list(known_issues)
+    out: list[Check] = []
+    for rule in rules:
+        if kinds is not None and rule.kind not in kinds:
+            continue
+        subjects = _rule_subjects(rule, results, subject)
+        if not subjects:
+            if subject is None:
+                out.append(
+                    Check(
+                        f"rule {rule.id}",
+                        f"rule:{rule.id}",
+                        "not_evaluated",
+                        rule=rule.id,
+                        reason="no measured item matches the rule (none selected in this run)",
+                        gated=False,
+                    )
+                )
+            continue
+        for key in subjects:
+            res = results.get(key.as_str())
+            c = _evaluate_rule(rule, key, res, results)
+            rule_issues = ([rule.known_issue] if rule.known_issue else []) + issues
+            out.append(quarantine(c, rule_issues, key, today))
+    return out
+
+
+def _rule_subjects(
+    rule: Rule, results: Mapping[str, ItemResult], subject: ItemKey | None
+) -> list[ItemKey]:
+    keys = [r.key for r in results.values()]
+    if subject is not None:
+        keys = [subject]
+    out = []
+    for k in keys:
+        if not k.matches(rule.match):
+            continue
+        if (
+            rule.kind in ("speedup", "guard")
+            and k.method == NATIVE
+            and rule.guard != "gsm8k_accuracy"
+        ):
+            continue
+        if rule.guard == "mal_collapse" and k.method == NATIVE:
+            continue
+        out.append(k)
+    return out
+
+
+def _evaluate_rule(
+    rule: Rule, key: ItemKey, res: ItemResult | None, results: Mapping[str, ItemResult]
+) -> Check:
+    ks = key.as_str()
+    ev = res.engine_version if res else None
+    c = Check(ks, f"rule:{rule.id}", "not_evaluated", rule=rule.id, engine_version=ev)
+    why = unusable(res)
+    if why:
+        c.reason = why
+        return c
+    assert res is not None
+    if rule.kind == "speedup":
+        native_key = key.native()
+        why = unusable(results.get(native_key.as_str()))
+        if why:
+            c.reason = f"native ({native_key.as_str()}) {why}"
+            return c
+        value = _rule_value(res, "speedup", results)
+        if value is None:
+            c.reason = "throughput missing"
+            return c
+        c.metric = f"rule:{rule.id} speedup vs native"
+        return _bound_check(c, value, rule)
+    if rule.kind == "cross_engine":
+        ref_key = dataclasses.replace(key, engine=rule.reference_engine or "")
+        ref = results.get(ref_key.as_str())
+        why = unusable(ref)
+        if why:
+            c.reason = f"reference {ref_key.as_str()} {why}"
+            return c
+        assert ref is not None
+        mine, theirs = (
+            _rule_value(res, rule.metric, results),
+            _rule_value(ref, rule.metric, results),
+        )
+        if mine is None or theirs is None or theirs == 0:
+            c.reason = f"{rule.metric} missing for {ks if mine is None else ref_key.as_str()}"
+            return c
+        c.metric = f"rule:{rule.id} {rule.metric} / {rule.reference_engine}'s"
+        c.reason = f"{fmt(mine)} vs {fmt(theirs)} ({ref.engine_version or '?'})"
+        return _bound_check(c, mine / theirs, rule)
+    if rule.kind in ("floor", "ceiling"):
+        value = _rule_value(res, rule.metric, results)
+        if value is None:
+            c.reason = f"{rule.metric} not measured"
+            return c
+        c.metric = f"rule:{rule.id} {rule.metric}"
+        return _bound_check(c, value, rule)
+    if rule.kind == "guard":
+        return evaluate_guard(rule, key, res, results, c)
+    c.reason = f"unknown rule kind {rule.kind}"
+    return c

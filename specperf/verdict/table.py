@@ -1,0 +1,50 @@
+"""Checks as a plain-text table (``specperf verdict``, the pytest summary)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from specperf.verdict.checks import Check, fmt
+
+STATUS_ORDER = {
+    "fail": 0,
+    "xfail": 1,
+    "stale": 2,
+    "missing": 3,
+    "not_evaluated": 4,
+    "info": 5,
+    "pass": 6,
+}
+TABLE_COLUMNS = ("key", "metric", "measured", "baseline", "delta", "verdict")
+
+
+def table_rows(checks: Iterable[Check], *, include_pass: bool = True) -> list[list[str]]:
+    rows = []
+    for c in sorted(checks, key=lambda c: (STATUS_ORDER.get(c.status, 9), c.key, c.metric)):
+        if not include_pass and c.status == "pass":
+            continue
+        rows.append(
+            [
+                c.key,
+                c.metric,
+                fmt(c.measured),
+                fmt(c.baseline),
+                "" if c.delta is None or math.isinf(c.delta) else f"{c.delta:+.1%}",
+                c.status.upper().replace("_", " "),
+            ]
+        )
+    return rows
+
+
+def format_table(checks: Iterable[Check], *, include_pass: bool = True, width: int = 60) -> str:
+    rows = table_rows(checks, include_pass=include_pass)
+    if not rows:
+        return "(no checks)"
+    header = list(TABLE_COLUMNS)
+    rows = [[r[0] if len(r[0]) <= width else "…" + r[0][-(width - 1) :], *r[1:]] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
