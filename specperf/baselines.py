@@ -16,15 +16,12 @@ a half-written file. The format is documented in docs/baselines.md.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import math
-import os
 import statistics
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +29,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from specperf.config import DEFAULT_METRICS, ItemKey, KnownIssue, MetricPolicy, Rule
+from specperf.config import ItemKey, KnownIssue, MetricPolicy, Rule
+from specperf.dotted import flatten
 from specperf.errors import ConfigError
+from specperf.fileio import write_text_atomic as write_atomic
 
 SCHEMA = 1
 SOURCES = ("measured", "seed-note")
@@ -166,18 +165,9 @@ def fingerprint_digest(fp: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, dict):
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: d}
-
-
 def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Human-readable differences ``field: baseline → now`` (empty when comparable)."""
-    a, b = _flatten(dict(stored)), _flatten(dict(current))
+    a, b = flatten(dict(stored)), flatten(dict(current))
     diffs = []
     for k in sorted(set(a) | set(b)):
         if a.get(k) != b.get(k):
@@ -464,23 +454,7 @@ def make_entry(
 
 
 # --------------------------------------------------------------------------- writing
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and os.replace: a
-    reader sees the old or the new file, never a partial one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
+# write_atomic (specperf.fileio.write_text_atomic) stays importable from here.
 def lock_for(path: Path) -> FileLock:
     """A lock beside nothing the user commits: under the runtime dir, keyed by the file's
     absolute path (every xdist worker of a run is on this host)."""
@@ -518,10 +492,6 @@ def update_baselines(
 def dump(bf: BaselineFile) -> str:
     """Stable text (sorted keys, 2-space indent) so a baseline update reviews as a small diff."""
     return json.dumps(bf.to_json(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
-
-
-def default_policies() -> dict[str, MetricPolicy]:
-    return dict(DEFAULT_METRICS)
 
 
 __all__ = [

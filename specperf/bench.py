@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from specperf.engines.base import EngineClient, EngineRecord
+from specperf.engines.base import EngineClient, EngineRecord, normalize_url
 from specperf.errors import ConfigError, SpecperfError
 from specperf.schemas import Dataset, PromptItem, SamplingParams, WorkloadSpec
+from specperf.textfmt import fixed
 from specperf.workload import is_refused
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -42,9 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tier", default="full", help="tier of a named set (smoke|full)")
     p.add_argument("--concurrency", type=int, default=None, help="closed-loop slots (default 1)")
     p.add_argument("--serial", action="store_true", help="strictly serial (= --concurrency 1)")
-    p.add_argument(
-        "--num-requests", type=int, default=32, help="measured requests (default 32)"
-    )
+    p.add_argument("--num-requests", type=int, default=32, help="measured requests (default 32)")
     p.add_argument(
         "--max-tokens", type=int, default=512, help="output tokens per request (default 512)"
     )
@@ -187,14 +186,9 @@ class Probe:
         }
 
 
-def _base_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
 def probe(url: str, api_key: str | None) -> Probe:
     """GET /metrics (names only) and /version (a hint); one clear error when nothing answers."""
-    base = _base_url(url)
+    base = normalize_url(url)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     found = Probe(base)
     hostport = urlsplit(base).netloc or base
@@ -272,14 +266,6 @@ def _environment() -> dict[str, Any]:
     return env
 
 
-def _fmt(v: Any, nd: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}"
-    return str(v)
-
-
 def format_table(s: dict[str, Any]) -> str:
     """The summary as a readable plain-text table."""
     rows: list[tuple[str, str]] = [
@@ -288,9 +274,9 @@ def format_table(s: dict[str, Any]) -> str:
         ("dataset", f"{s.get('dataset')} ({s.get('dataset_version')})"),
         ("concurrency / requests", f"{s.get('concurrency')} / {s.get('num_requests')}"),
         ("completed / failed", f"{s.get('completed')} / {s.get('failed')}"),
-        ("duration s", _fmt(s.get("duration_s"))),
-        ("output tokens", _fmt(s.get("output_tokens"))),
-        ("output throughput tok/s", _fmt(s.get("output_throughput_tok_s"))),
+        ("duration s", fixed(s.get("duration_s"))),
+        ("output tokens", fixed(s.get("output_tokens"))),
+        ("output throughput tok/s", fixed(s.get("output_throughput_tok_s"))),
     ]
     for key, label in (
         ("ttft_ms", "TTFT"),
@@ -302,7 +288,7 @@ def format_table(s: dict[str, Any]) -> str:
         rows.append(
             (
                 f"{label} ms mean/p50/p90/p99",
-                " / ".join(_fmt(d.get(k)) for k in ("mean", "p50", "p90", "p99")),
+                " / ".join(fixed(d.get(k)) for k in ("mean", "p50", "p90", "p99")),
             )
         )
     for key, label in (("output_tok_s", "output tok/s"), ("decode_tok_s", "decode tok/s")):
@@ -310,12 +296,12 @@ def format_table(s: dict[str, Any]) -> str:
         rows.append(
             (
                 f"per-request {label} min/p50/max",
-                " / ".join(_fmt(d.get(k)) for k in ("min", "p50", "max")),
+                " / ".join(fixed(d.get(k)) for k in ("min", "p50", "max")),
             )
         )
-    rows.append(("tokens per chunk", _fmt(s.get("tokens_per_chunk"), 3)))
-    rows.append(("acceptance rate", _fmt(s.get("acceptance_rate"), 4)))
-    rows.append(("mean acceptance length", _fmt(s.get("mean_acceptance_length"), 4)))
+    rows.append(("tokens per chunk", fixed(s.get("tokens_per_chunk"), 3)))
+    rows.append(("acceptance rate", fixed(s.get("acceptance_rate"), 4)))
+    rows.append(("mean acceptance length", fixed(s.get("mean_acceptance_length"), 4)))
     ppa = s.get("per_position_acceptance")
     rows.append(
         ("per-position acceptance", "-" if ppa is None else ", ".join(f"{x:.4f}" for x in ppa))
@@ -324,13 +310,14 @@ def format_table(s: dict[str, Any]) -> str:
     rows.append(
         (
             "evalscope estimate L / rate",
-            f"{_fmt(ev.get('decoded_tokens_per_iter'), 3)} / {_fmt(ev.get('acceptance_rate'), 4)}",
+            f"{fixed(ev.get('decoded_tokens_per_iter'), 3)} / "
+            f"{fixed(ev.get('acceptance_rate'), 4)}",
         )
     )
     rows.append(
         (
             "server gen tokens / client usage",
-            f"{_fmt(s.get('server_generation_tokens'))} / {_fmt(s.get('client_usage_tokens'))}",
+            f"{fixed(s.get('server_generation_tokens'))} / {fixed(s.get('client_usage_tokens'))}",
         )
     )
     ol = s.get("output_length") or {}

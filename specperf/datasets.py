@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.errors import ConfigError
+from specperf.fileio import read_jsonl_numbered
 from specperf.schemas import Dataset, PromptItem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -195,18 +196,8 @@ def spec_bench_available(path: str | Path | None = None) -> bool:
 
 def read_jsonl_lines(file: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; a bad line → ConfigError naming it."""
-    try:
-        text = Path(file).read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot read ({exc})") from exc
     rows = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{file}:{n}: invalid JSON ({exc.msg})") from exc
+    for n, obj in read_jsonl_numbered(file, torn_tail=False):
         if not isinstance(obj, dict):
             raise ConfigError(f"{file}:{n}: expected a JSON object, got {type(obj).__name__}")
         rows.append((n, obj))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from filelock import FileLock
 from specperf.engines import get_engine_class
 from specperf.engines.base import Devices, Engine, EngineSpec
 from specperf.errors import ConfigError, EngineStartError
+from specperf.fileio import append_jsonl, read_jsonl
 
 START_LOG = "engine-starts.jsonl"
 TINY_PREFIX = "tiny:"
@@ -214,21 +214,6 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def append_jsonl(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one JSON line under a lock (several workers share the file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(row, sort_keys=True, default=str) + "\n"
-    with FileLock(str(lock_path(path)), timeout=60), path.open("a", encoding="utf-8") as fh:
-        fh.write(line)
-
-
-def lock_path(path: Path) -> Path:
-    """Locks of results files live in ``<dir>/.locks/`` so the directory stays readable."""
-    folder = path.parent / ".locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{path.name}.lock"
-
-
 class EnginePool:
     """One running engine per worker, reused while items ask for the same EngineSpec."""
 
@@ -322,9 +307,7 @@ def _pid(engine: Engine) -> int | None:
 
 
 def read_start_log(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return read_jsonl(path) if path.exists() else []
 
 
 # --------------------------------------------------------------------------- one at a time

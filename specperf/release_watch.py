@@ -8,8 +8,9 @@ setting (``--setting vllm_version=<candidate>``). Engines that need no environme
 (the calibration engine in tests) name the package and setting explicitly.
 
 Steps for each watched engine:
-1. the newest release of its package, from ``pip index versions`` (stable releases only unless
-   ``--pre``), or from a JSON file for tests and air-gapped hosts (``--versions-file``);
+1. the newest release of its package, from the package index's JSON simple API (PEP 691; the
+   index pip is configured with, or ``--index-url``; stable releases only unless ``--pre``), or
+   from a JSON file for tests and air-gapped hosts (``--versions-file``);
 2. ``specperf env create PKG==VER`` for the pinned and the candidate version — separate
    environments, nothing is installed into the suite's own environment;
 3. ``pytest -m perf`` twice, pinned first, each into its own results directory and with an empty
@@ -43,7 +44,6 @@ from specperf.errors import ConfigError, SpecperfError
 ENV_PREFIX = "env:"
 _ENV_RE = re.compile(r"^env:(?P<pkg>[A-Za-z0-9_.\-]+)==(?P<ver>.+)$")
 _SETTING_RE = re.compile(r"^\$\{(?P<name>[A-Za-z0-9_.-]+)\}$")
-_AVAILABLE_RE = re.compile(r"^\s*Available versions:\s*(?P<list>.*)$", re.MULTILINE)
 
 
 # --------------------------------------------------------------------------- versions
@@ -53,39 +53,98 @@ class VersionSource(Protocol):
     def versions(self, package: str) -> list[str]: ...
 
 
-def parse_pip_index(text: str) -> list[str]:
-    """The versions listed by ``pip index versions`` ("Available versions: a, b, ...")."""
-    m = _AVAILABLE_RE.search(text)
-    if not m:
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691's JSON form of the simple API
+
+
+def index_url_from_pip(python: str = sys.executable) -> str:
+    """The package index pip would ask: ``$PIP_INDEX_URL``, else pip's configured
+    ``global.index-url``, else pip's own default — so the watch follows the same index (and
+    mirror) settings as ``specperf env create``."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    code = (
+        "import subprocess, sys\n"
+        "r = subprocess.run([sys.executable, '-m', 'pip', 'config', 'get', 'global.index-url'],"
+        " capture_output=True, text=True)\n"
+        "if r.returncode == 0 and r.stdout.strip():\n    print(r.stdout.strip())\n"
+        "else:\n    from pip._internal.models.index import PyPI\n    print(PyPI.simple_url)\n"
+    )
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    try:
+        out = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        raise SpecperfError(
+            "cannot tell which package index pip uses: set PIP_INDEX_URL or pass --versions-file"
+        ) from None
+    return out.stdout.strip().splitlines()[-1]
+
+
+def versions_from_simple_json(data: Any) -> list[str]:
+    """Release versions in a PEP 691 project page: the versions of its files that are not
+    yanked (what pip would install), else the page's ``versions`` list (PEP 700)."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    if not isinstance(data, Mapping):
         return []
-    return [v.strip() for v in m.group("list").split(",") if v.strip()]
+    found: dict[str, None] = {}
+    for f in data.get("files") or []:
+        if not isinstance(f, Mapping) or f.get("yanked") or not isinstance(f.get("filename"), str):
+            continue
+        name = f["filename"]
+        try:
+            if name.endswith(".whl"):
+                found[str(parse_wheel_filename(name)[1])] = None
+            else:
+                found[str(parse_sdist_filename(name)[1])] = None
+        except (InvalidSdistFilename, InvalidWheelFilename):
+            continue
+    if not found and isinstance(data.get("versions"), list):
+        found = {str(v): None for v in data["versions"]}
+    return list(found)
 
 
 @dataclass
-class PipIndexVersions:
-    """Asks pip (``pip index versions PKG``) — pip's own index settings and proxies apply."""
+class IndexVersions:
+    """Asks the package index's JSON simple API (PEP 691) for a project's releases: versions
+    as data, no text of a tool's output to parse. ``index_url`` None: the index pip uses."""
 
-    python: str = sys.executable
-    pre: bool = False
-    timeout_s: float = 120.0
+    index_url: str | None = None
+    timeout_s: float = 60.0
 
     def versions(self, package: str) -> list[str]:
-        cmd = [self.python, "-m", "pip", "index", "versions", package]
-        if self.pre:
-            cmd.append("--pre")
-        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        import httpx
+        from packaging.utils import canonicalize_name
+
+        base = (self.index_url or index_url_from_pip()).rstrip("/")
+        url = f"{base}/{canonicalize_name(package)}/"
         try:
-            out = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=self.timeout_s, env=env, check=False
+            resp = httpx.get(
+                url, headers={"Accept": SIMPLE_JSON}, timeout=self.timeout_s, follow_redirects=True
             )
-        except subprocess.TimeoutExpired:
+        except httpx.HTTPError as exc:
+            raise SpecperfError(f"{url}: no answer ({type(exc).__name__}: {exc})") from None
+        if resp.status_code == 404:
+            raise SpecperfError(f"{url}: the index has no project {package}")
+        if not resp.is_success:
+            raise SpecperfError(f"{url}: HTTP {resp.status_code}")
+        if "json" not in resp.headers.get("content-type", ""):
             raise SpecperfError(
-                f"pip index versions {package}: no answer in {self.timeout_s:.0f} s"
-            ) from None
-        found = parse_pip_index(out.stdout)
-        if out.returncode != 0 or not found:
-            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise SpecperfError(f"pip index versions {package} found no releases: {tail[0]}")
+                f"{url}: the index answered {resp.headers.get('content-type') or 'no type'}, "
+                f"not {SIMPLE_JSON} (it does not serve PEP 691 JSON; use --versions-file)"
+            )
+        try:
+            found = versions_from_simple_json(resp.json())
+        except ValueError:
+            raise SpecperfError(f"{url}: not valid JSON") from None
+        if not found:
+            raise SpecperfError(f"{url}: no releases of {package} listed")
         return found
 
 
@@ -596,6 +655,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=Path,
             help='JSON {"package": ["1.0", ...]} instead of asking the index',
         )
+        p.add_argument(
+            "--index-url",
+            help="package index (PEP 691 JSON simple API) to ask for releases (default: the "
+            "index pip uses: $PIP_INDEX_URL or pip's configuration)",
+        )
         p.add_argument("--pre", action="store_true", help="consider pre-releases too")
 
     latest = sub.add_parser("latest", help="print the newest release of each watched engine")
@@ -627,7 +691,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _source(args: argparse.Namespace) -> VersionSource:
     if args.versions_file:
         return StaticVersions.from_file(args.versions_file)
-    return PipIndexVersions(pre=args.pre)
+    return IndexVersions(index_url=args.index_url)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -681,7 +745,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = [
-    "PipIndexVersions",
+    "IndexVersions",
     "StaticVersions",
     "Target",
     "VersionSource",
@@ -689,9 +753,9 @@ __all__ = [
     "baseline_from_results",
     "judge",
     "newest",
-    "parse_pip_index",
     "suite_envs",
     "suite_targets",
+    "versions_from_simple_json",
     "watch_target",
     "write_summary",
 ]

@@ -8,49 +8,17 @@ moment it finishes (``RequestLog``); at the end ``write_run`` replaces both file
 from __future__ import annotations
 
 import json
-import math
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 from specperf.errors import ConfigError
+from specperf.fileio import clean_json, read_jsonl_numbered, write_json_atomic, write_text_atomic
 from specperf.schemas import RequestRecord
 
 SUMMARY_NAME = "summary.json"
 REQUESTS_NAME = "requests.jsonl"
-
-
-def clean_json(obj: Any) -> Any:
-    """NaN/inf become null so every file is strict JSON that any reader accepts."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): clean_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean_json(v) for v in obj]
-    return obj
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write strict, indented JSON via a temporary file and ``os.replace``."""
-    text = json.dumps(clean_json(obj), indent=2, sort_keys=False, allow_nan=False)
-    _atomic_write_text(Path(path), text + "\n")
 
 
 def _record_line(record: RequestRecord | dict[str, Any]) -> str:
@@ -85,7 +53,7 @@ class RequestLog:
 
 
 def write_requests(path: Path, records: Iterable[RequestRecord | dict[str, Any]]) -> None:
-    _atomic_write_text(Path(path), "".join(_record_line(r) for r in records))
+    write_text_atomic(Path(path), "".join(_record_line(r) for r in records))
 
 
 def write_run(out_dir: Path, summary: dict[str, Any], records: list[RequestRecord]) -> None:
@@ -116,16 +84,6 @@ def read_requests(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     p = Path(path)
     if p.is_dir():
         p = p / REQUESTS_NAME
-    out: list[dict[str, Any]] = []
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: per-request records not found") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-    return out
+    if not p.is_file():
+        raise ConfigError(f"{p}: per-request records not found")
+    return [row for _, row in read_jsonl_numbered(p, torn_tail=False)]

@@ -31,7 +31,8 @@ from specperf import verdict as vd
 from specperf.config import Item, Suite
 from specperf.engines.base import Devices, EngineSpec
 from specperf.errors import EngineStartError, SpecperfError
-from specperf.pool import START_LOG, EnginePool, append_jsonl, one_at_a_time
+from specperf.fileio import append_jsonl, write_text_atomic
+from specperf.pool import START_LOG, EnginePool, one_at_a_time
 
 UPDATE_MODES = ("all", "missing", "failed")
 REPEAT_SUMMARY = "summary.repeat.json"
@@ -109,7 +110,7 @@ class SuiteSession:
         snap["baseline_folder"] = self.suite.baseline_file
         snap["baselines_path"] = str(self.baseline_file)
         snap["repeat"] = self.opts.repeat
-        bl.write_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")
+        write_text_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")
 
     def progress_line(self, text: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {self.opts.devices.worker}: {text}"
@@ -278,7 +279,7 @@ class SuiteSession:
             summary.setdefault("notes", []).append(
                 f"figures are medians over {len(summaries)} repeats; requests.jsonl is repeat 1's"
             )
-        bl.write_atomic(item_dir / vd.SUMMARY, json.dumps(summary, indent=1, default=str) + "\n")
+        write_text_atomic(item_dir / vd.SUMMARY, json.dumps(summary, indent=1, default=str) + "\n")
         return summary
 
     # ------------------------------------------------------------------ judging

@@ -26,6 +26,13 @@ from specperf.errors import ConfigError
 from specperf.schemas import NATIVE, Counters
 
 
+def normalize_url(url: str) -> str:
+    """The server root of an OpenAI-compatible URL: a trailing ``/`` and ``/v1`` removed, so
+    ``--url http://h:8000/v1`` and ``--url http://h:8000`` name the same server."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """Everything that decides how an engine is started. Frozen and hashable: the engine pool

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import httpx
 
-from specperf.engines.base import Devices, EngineClient, EngineSpec
+from specperf.engines.base import Devices, EngineClient, EngineSpec, normalize_url
 from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
 from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import Counters
@@ -134,7 +134,7 @@ class TransformersClient(EngineClient):
 
 def detect(url: str, model: str | None, api_key: str | None) -> TransformersClient | None:
     """``specperf bench --url``: our hf_server answers /version with its engine name."""
-    base = url.rstrip("/").removesuffix("/v1")
+    base = normalize_url(url)
     try:
         resp = httpx.get(f"{base}/version", timeout=TIMEOUT_S, trust_env=False)
         data = resp.json() if resp.is_success else {}

@@ -27,6 +27,7 @@ from specperf.engines.base import (
     Devices,
     EngineClient,
     EngineSpec,
+    normalize_url,
     reject_extra_args,
     value_flags,
 )
@@ -466,15 +467,10 @@ class VllmClient(EngineClient):
         return []
 
 
-def _normalize_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
 def detect(url: str, model: str | None, api_key: str | None) -> VllmClient | None:
     """A VllmClient when ``url`` is a vLLM server: ``/version`` answers and ``/metrics`` has
     ``vllm:`` series. None otherwise (the next engine module is asked)."""
-    base = _normalize_url(url)
+    base = normalize_url(url)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as http:

@@ -34,7 +34,8 @@ class Reporter:
         state, config = self.state, self.config
         if state.suite is None or state.results_dir is None or not state.checks:
             return
-        from specperf.baselines import baseline_path, write_atomic
+        from specperf.baselines import baseline_path
+        from specperf.fileio import write_text_atomic
         from specperf.session import merge_rule_checks, session_rule_checks
 
         profile = config.getoption("hardware_profile") or _profile_from_results(state.results_dir)
@@ -54,7 +55,7 @@ class Reporter:
         for c in state.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
         out = {"counts": counts, "checks": [c.to_json() for c in state.checks]}
-        write_atomic(state.results_dir / "verdict.json", json.dumps(out, indent=1) + "\n")
+        write_text_atomic(state.results_dir / "verdict.json", json.dumps(out, indent=1) + "\n")
         if state.session_failures and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from specperf.errors import ConfigError
+from specperf.fileio import read_jsonl
 
 NATIVE = "native"
 SUMMARY = "summary.json"
@@ -38,26 +39,6 @@ def read_json(path: Path) -> Any:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """JSONL → list of objects. A torn last line (a crash while appending) is skipped, any
-    other bad line is an error naming file and line."""
-    rows: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if n == len(lines):
-                break
-            raise ConfigError(f"{path}:{n}: invalid JSON: {exc.msg}") from None
-    return rows
 
 
 def find_items(root: Path) -> list[Path]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from specperf.dotted import flatten
 from specperf.report import charts, tables
 from specperf.report.compare import Comparison, checks_frame, visible
 from specperf.report.fmt import display, one, times
@@ -459,21 +460,14 @@ def _first(d: Any, key: str) -> Any:
     return d.get(key) if isinstance(d, dict) else None
 
 
-def _flatten(d: Any, prefix: str = "", skip: tuple[str, ...] = ()) -> dict[str, str]:
+def _flatten(d: Any, skip: tuple[str, ...] = ()) -> dict[str, str]:
     """Nested environment → dotted keys with short string values (lists of dicts by index)."""
-    out: dict[str, str] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            if not prefix and k in skip:
-                continue
-            out.update(_flatten(v, f"{prefix}{k}.", skip))
-    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
-        for i, v in enumerate(d):
-            out.update(_flatten(v, f"{prefix}{i}.", skip))
-    else:
-        text = json.dumps(d, ensure_ascii=False) if isinstance(d, (list, dict)) else str(d)
-        out[prefix.rstrip(".")] = text if len(text) <= 120 else text[:117] + "…"
-    return out
+    return {k: _cell(v) for k, v in flatten(d, index_lists=True, skip=skip).items()}
+
+
+def _cell(v: Any) -> str:
+    text = json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else str(v)
+    return text if len(text) <= 120 else text[:117] + "…"
 
 
 def details(rs: ResultsSet) -> Section:

@@ -18,6 +18,7 @@ from specperf import verdict
 from specperf.errors import SpecperfError
 from specperf.report.compare import ordered, visible
 from specperf.report.load import read_jsonl
+from specperf.textfmt import number
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 40
@@ -152,13 +153,7 @@ def _rank(status: str) -> int:
 
 
 def _num(x: float | None) -> str:
-    if x is None:
-        return ""
-    if float(x).is_integer() and abs(x) < 1e6:
-        return str(int(x))
-    if 0.01 <= abs(x) < 1e5:
-        return f"{x:.4g}" if abs(x) < 10 else f"{x:.1f}"
-    return f"{x:.3g}"
+    return number(x, missing="")
 
 
 def _delta(c: verdict.Check) -> str:

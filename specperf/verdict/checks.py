@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from specperf.textfmt import number as fmt
+
 Status = Literal["pass", "fail", "xfail", "stale", "missing", "not_evaluated", "info"]
 EPS = 1e-9
 
@@ -88,16 +90,6 @@ class Check:
         if kw.get("interval"):
             kw["interval"] = tuple(kw["interval"])
         return cls(**kw)
-
-
-def fmt(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    if float(x).is_integer() and abs(x) < 1e6:
-        return str(int(x))
-    if x == 0 or 0.01 <= abs(x) < 1e5:
-        return f"{x:.4g}" if abs(x) < 10 else f"{x:.1f}"
-    return f"{x:.3g}"
 
 
 def join(a: str, b: str) -> str:

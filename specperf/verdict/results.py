@@ -16,6 +16,7 @@ from typing import Any
 
 from specperf.config import ItemKey
 from specperf.errors import ConfigError
+from specperf.fileio import append_lines, read_jsonl
 from specperf.verdict.checks import Check
 
 SUMMARY = "summary.json"
@@ -86,16 +87,10 @@ class ItemResult:
         return dict(self.summary.get("fingerprint") or {})
 
     def requests(self) -> list[dict[str, Any]]:
+        """The item's per-request records; bad lines (a crash mid-write) are left out."""
         if self.path is None or not (self.path / REQUESTS).exists():
             return []
-        out = []
-        for line in (self.path / REQUESTS).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a torn last line after a crash
-        return out
+        return read_jsonl(self.path / REQUESTS, skip_bad=True)
 
 
 def load_item(path: Path) -> ItemResult:
@@ -137,10 +132,4 @@ def unusable(res: ItemResult | None) -> str | None:
 
 def write_verdicts(path: Path, checks: Iterable[Check]) -> None:
     """Append checks as JSON lines (each line whole; workers append under a lock)."""
-    from filelock import FileLock
-
-    from specperf.pool import lock_path
-
-    lines = "".join(json.dumps(c.to_json(), ensure_ascii=False) + "\n" for c in checks)
-    with FileLock(str(lock_path(path)), timeout=60), path.open("a", encoding="utf-8") as fh:
-        fh.write(lines)
+    append_lines(path, "".join(json.dumps(c.to_json(), ensure_ascii=False) + "\n" for c in checks))

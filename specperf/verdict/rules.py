@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping
 
 from specperf.config import ItemKey, KnownIssue, Rule
 from specperf.schemas import NATIVE
-from specperf.verdict.checks import EPS, Check, fmt, join
+from specperf.textfmt import number as fmt
+from specperf.verdict.checks import EPS, Check, join
 from specperf.verdict.guard_checks import evaluate_guard
 from specperf.verdict.quarantine import quarantine
 from specperf.verdict.results import ItemResult, unusable

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from specperf.verdict.checks import Check, fmt
+from specperf.textfmt import number as fmt
+from specperf.verdict.checks import Check
 
 STATUS_ORDER = {
     "fail": 0,
@@ -38,13 +39,17 @@ def table_rows(checks: Iterable[Check], *, include_pass: bool = True) -> list[li
 
 
 def format_table(checks: Iterable[Check], *, include_pass: bool = True, width: int = 60) -> str:
+    """The checks as a plain-text table (keys longer than ``width`` cut on the left)."""
+    from tabulate import tabulate
+
     rows = table_rows(checks, include_pass=include_pass)
     if not rows:
         return "(no checks)"
-    header = list(TABLE_COLUMNS)
     rows = [[r[0] if len(r[0]) <= width else "…" + r[0][-(width - 1) :], *r[1:]] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(out)
+    return tabulate(
+        rows,
+        headers=list(TABLE_COLUMNS),
+        tablefmt="simple",
+        disable_numparse=True,  # cells are formatted text already: keep them as they are
+        stralign="left",
+    )

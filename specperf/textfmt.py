@@ -1,0 +1,32 @@
+"""Numbers as short plain text: the one home of the formatting that the verdict lines, the
+terminal table and ``specperf bench`` share (the HTML/markdown report formats by column in
+specperf.report.fmt)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def number(x: float | None, missing: str = "n/a") -> str:
+    """A figure as a person reads it in a verdict line: whole numbers without decimals, four
+    significant digits below 10, one decimal up to 1e5, else three significant digits."""
+    if x is None:
+        return missing
+    if float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
+    if x == 0 or 0.01 <= abs(x) < 1e5:
+        return f"{x:.4g}" if abs(x) < 10 else f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+def fixed(v: Any, digits: int = 2, missing: str = "-") -> str:
+    """A float with ``digits`` decimals (anything else as ``str``): columns of one kind of
+    figure line up in ``specperf bench``'s table."""
+    if v is None:
+        return missing
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+__all__ = ["fixed", "number"]
