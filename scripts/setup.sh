@@ -119,8 +119,10 @@ EOF
 }
 
 lint() {
-  step "lint (ruff)"
+  step "lint (ruff, import contracts)"
   ruff check specperf tests scripts benchmarks conftest.py
+  # the forbidden edges of docs/architecture.md ([tool.importlinter] in pyproject.toml)
+  lint-imports
 }
 
 base_setup() { suite_venv; engine_env; tiny_models; }

@@ -32,6 +32,7 @@ from filelock import FileLock
 from specperf.config import ItemKey, KnownIssue, MetricPolicy, Rule
 from specperf.dotted import flatten
 from specperf.errors import ConfigError
+from specperf.fileio import runtime_dir
 from specperf.fileio import write_text_atomic as write_atomic
 
 SCHEMA = 1
@@ -458,8 +459,6 @@ def make_entry(
 def lock_for(path: Path) -> FileLock:
     """A lock beside nothing the user commits: under the runtime dir, keyed by the file's
     absolute path (every xdist worker of a run is on this host)."""
-    from specperf.engines.process import runtime_dir
-
     digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
     folder = runtime_dir() / "locks"
     folder.mkdir(parents=True, exist_ok=True)

@@ -57,6 +57,14 @@ def write_json_atomic(path: Path | str, obj: Any) -> None:
     write_text_atomic(Path(path), text + "\n")
 
 
+def runtime_dir() -> Path:
+    """Where this host keeps runtime files — engine pidfiles, cross-worker locks
+    (``SPECPERF_RUNTIME_DIR`` or ~/.cache/specperf/run)."""
+    return Path(
+        os.environ.get("SPECPERF_RUNTIME_DIR") or Path.home() / ".cache" / "specperf" / "run"
+    ).expanduser()
+
+
 def lock_path(path: Path) -> Path:
     """Locks of results files live in ``<dir>/.locks/`` so the directory stays readable."""
     folder = path.parent / ".locks"
@@ -120,6 +128,7 @@ __all__ = [
     "lock_path",
     "read_jsonl",
     "read_jsonl_numbered",
+    "runtime_dir",
     "write_json_atomic",
     "write_text_atomic",
 ]

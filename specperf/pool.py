@@ -26,7 +26,7 @@ from filelock import FileLock
 from specperf.engines import get_engine_class
 from specperf.engines.base import Devices, Engine, EngineSpec
 from specperf.errors import ConfigError, EngineStartError
-from specperf.fileio import append_jsonl, read_jsonl
+from specperf.fileio import append_jsonl, read_jsonl, runtime_dir
 
 START_LOG = "engine-starts.jsonl"
 TINY_PREFIX = "tiny:"
@@ -311,12 +311,6 @@ def read_start_log(path: Path) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- one at a time
-def runtime_dir() -> Path:
-    from specperf.engines.process import runtime_dir as engines_runtime_dir
-
-    return engines_runtime_dir()
-
-
 @contextlib.contextmanager
 def one_at_a_time(enabled: bool, lock_path: Path | None = None) -> Iterator[None]:
     """Host-wide lock around a measurement: every worker's engine stays up, but only one item

@@ -39,6 +39,7 @@ import psutil
 
 from specperf.engines.base import Devices
 from specperf.errors import EngineStartError
+from specperf.fileio import runtime_dir
 
 LOG_TAIL_LINES = 40
 DEFAULT_GRACE_S = 15.0
@@ -115,13 +116,6 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {
         k: ("***" if any(w in k.upper() for w in _SECRET_ENV_WORDS) else v) for k, v in env.items()
     }
-
-
-def runtime_dir() -> Path:
-    """Where engine pidfiles live (``SPECPERF_RUNTIME_DIR`` or ~/.cache/specperf/run)."""
-    return Path(
-        os.environ.get("SPECPERF_RUNTIME_DIR") or Path.home() / ".cache" / "specperf" / "run"
-    ).expanduser()
 
 
 def tail_lines(path: Path, n: int = LOG_TAIL_LINES) -> str:
