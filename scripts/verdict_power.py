@@ -11,9 +11,9 @@ baseline (leave-k-out). Unchanged: the share of those splits judged a regression
 false-alarm rate). Power at -5/-10/-25 %: the same splits with tonight's values moved by that
 much in the bad direction (x(1-e) for higher-is-better metrics, x(1+e) for lower). The same for
 the engine-wide check, where the k-th start of every item of an engine plays tonight together.
-alpha is the suite's per-check level (the run's 1 % budget over its gated checks), exactly as
-``pytest -m perf`` decides. With ``--write-docs`` the table replaces the block between
-``<!-- power:begin -->`` and ``<!-- power:end -->`` in that file.
+alpha is the suite's per-check level (the run's 1 % budget split over its gated checks,
+``stats.split_alpha``), exactly as ``pytest -m perf`` decides. With ``--write-docs`` the table
+replaces the block between ``<!-- power:begin -->`` and ``<!-- power:end -->`` in that file.
 
 What it cannot show: effects that are not a uniform shift of every start (a bimodal engine), and
 noise sources absent from the recorded starts (another host, another day): the table is only as
@@ -143,10 +143,11 @@ def engine_rows(
     return rows
 
 
-def table(rows: list[dict[str, Any]], alpha: float, k: int, source: str) -> str:
+def table(rows: list[dict[str, Any]], alpha: stats.AlphaSplit, k: int, source: str) -> str:
     head = (
         f"Resampled from `{source}` (leave-{k}-out over recorded engine starts; "
-        f"alpha per check {alpha:.2g}; `python scripts/verdict_power.py {source}`):\n\n"
+        f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}; "
+        f"`python scripts/verdict_power.py {source}`):\n\n"
         "| item | metric | starts | CV | min effect | false alarm | power -5 % | "
         "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|\n"
     )
@@ -172,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     if not bf.entries:
         print(f"{args.baseline}: no entries", file=sys.stderr)
         return 2
-    rows = item_rows(bf, dict(suite.metrics), alpha, args.starts)
-    rows += engine_rows(bf, dict(suite.metrics), alpha)
+    rows = item_rows(bf, dict(suite.metrics), alpha.item, args.starts)
+    rows += engine_rows(bf, dict(suite.metrics), alpha.engine_wide)
     if not rows:
         print(f"{args.baseline}: no gated metric has enough starts to resample", file=sys.stderr)
         return 2

@@ -98,10 +98,11 @@ class SuiteSession:
 
     @property
     def alpha(self) -> float:
-        """Per-check level: the run's false-alarm budget over the suite's gated checks (the
-        whole matrix, so a filtered run decides exactly as the full one)."""
+        """Per-item check level: the run's false-alarm budget split over the suite's gated
+        checks (the whole matrix, so a filtered run decides exactly as the full one)."""
         items = self.suite.items()
-        return vd.check_alpha(self.suite.metrics, len(items), len({it.key.engine for it in items}))
+        engines = len({it.key.engine for it in items})
+        return vd.check_alpha(self.suite.metrics, len(items), engines).item
 
     def write_snapshot(self) -> None:
         snap = self.suite.to_json()
@@ -454,7 +455,7 @@ def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -
     items = suite.items()
     alpha = vd.check_alpha(suite.metrics, len(items), len({it.key.engine for it in items}))
     out = vd.evaluate_rules(rules, results, known_issues=suite.known_issues) if rules else []
-    return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha)
+    return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha.engine_wide)
 
 
 def merge_rule_checks(

@@ -1167,12 +1167,12 @@ def evaluate_results(
                 known_issues=issues,
                 max_failed_fraction=max_failed,
                 today=today,
-                alpha=alpha,
+                alpha=alpha.item,
                 missing_reason=missing,
             )
         )
     checks.extend(evaluate_rules(rules, results, known_issues=issues, today=today))
-    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha))
+    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha.engine_wide))
     return Verdict(checks, results)
 
 
@@ -1185,12 +1185,11 @@ def check_alpha(
     items: int,
     engines: int,
     run_alpha: float = stats.DEFAULT_RUN_ALPHA,
-) -> float:
-    """The per-check level: the run's false-alarm budget over its gated statistical checks
-    (items x gated metrics, plus the engine-wide checks)."""
+) -> stats.AlphaSplit:
+    """The per-check levels: the run's false-alarm budget split over its gated statistical
+    checks (items x gated metrics; the engine-wide checks) by ``stats.split_alpha``."""
     gated = sum(1 for p in policies.values() if p.gate != "never")
-    n = items * gated + engines * len(ENGINE_WIDE_METRICS)
-    return stats.per_check_alpha(run_alpha, n)
+    return stats.split_alpha(run_alpha, items * gated, engines * len(ENGINE_WIDE_METRICS))
 
 
 # --------------------------------------------------------------------------- tables

@@ -100,3 +100,33 @@ def test_engine_wide_counts_items_of_one_engine_start_once():
     )
     assert independent.p_value < shared.p_value
     assert "12 items on 4 engine start group(s)" in shared.reason
+
+
+def test_split_alpha_is_weighted_bonferroni():
+    """Half the run's budget to the engine-wide checks, half to the items; the sum of all
+    per-check levels never exceeds the run's budget."""
+    a = stats.split_alpha(0.01, 60, 2)
+    assert a.item == pytest.approx(0.005 / 60)
+    assert a.engine_wide == pytest.approx(0.0025)
+    assert 60 * a.item + 2 * a.engine_wide == pytest.approx(0.01)
+    assert stats.split_alpha(0.01, 60, 0).item == pytest.approx(0.01 / 60)
+    assert stats.split_alpha(0.01, 0, 4).engine_wide == pytest.approx(0.0025)
+
+
+def test_engine_wide_level_sees_an_8_percent_slowdown_the_equal_share_level_misses():
+    """Four engine configs (units) of three items, 8 baseline starts each with ~4 % spread,
+    tonight every item 8 % slower: p ~ 0.0006 — red at the engine-wide level of the split
+    (0.0025), not at the old equal share of 62 checks (0.00016). The reason for the split."""
+    spread = [1 + 1.5 * (x - 1) for x in [1.0, 1.03, 0.97, 1.02, 0.98, 1.04, 0.96, 1.0]]
+    groups, units = [], []
+    for cfg in range(4):
+        for item in range(3):
+            base = [100.0 * (1 + 0.1 * item) * s for s in spread]
+            cur = [100.0 * (1 + 0.1 * item) * 0.92 * (1.0 + 0.005 * (cfg - 1.5))]
+            groups.append((cur, base))
+            units.append(f"cfg{cfg}")
+    a = stats.split_alpha(0.01, 60, 2)
+    new = stats.engine_wide(groups, "higher", min_effect=0.05, alpha=a.engine_wide, units=units)
+    old = stats.engine_wide(groups, "higher", min_effect=0.05, alpha=0.01 / 62, units=units)
+    assert new.ratio == pytest.approx(0.92, rel=0.01)
+    assert new.regressed and not old.regressed
