@@ -119,11 +119,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     out = args.out / _label(args)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for i in range(1, args.runs + 1):
+    # appends to the runs already there, so a campaign can be run in pieces (--runs 1 at a time)
+    saved = out / "proofs.json"
+    rows = json.loads(saved.read_text()) if saved.exists() else []
+    first = len(rows) + 1
+    for i in range(first, first + args.runs):
         run_dir = out / f"run-{i}"
         print(
-            f"[{time.strftime('%H:%M:%S')}] {_label(args)} run {i}/{args.runs} -> {run_dir}",
+            f"[{time.strftime('%H:%M:%S')}] {_label(args)} run {i} -> {run_dir}",
             flush=True,
         )
         info = _one_run(args, run_dir, seed=i)
@@ -134,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             + "; ".join(info["failed"][:4]),
             flush=True,
         )
-        (out / "proofs.json").write_text(json.dumps(rows, indent=2) + "\n")
+        saved.write_text(json.dumps(rows, indent=2) + "\n")
     red = sum(r["red"] for r in rows)
     print(f"{_label(args)}: {red}/{len(rows)} runs red")
     return 0

@@ -75,16 +75,32 @@ def item_rows(
                 "min_effect": pol.tolerance,
             }
             splits = _splits(len(vals), k)
+            peers = [
+                p.start_values(metric)
+                for p in vd.spread_peers(entry, vd.config_siblings(bf, entry.key), metric)
+            ]
+            row["pooled_items"] = 1 + len(peers)
             for effect in (0.0, *EFFECTS):
                 red = 0
                 for cur, base in splits:
                     current = _moved([vals[i] for i in cur], pol.direction, effect)
+                    # the peers' starts of the same runs are left out too (starts are aligned
+                    # by index when every run measured every item, as in a baseline campaign)
+                    spread = (
+                        stats.pooled_spread(
+                            [[vals[i] for i in base]]
+                            + [[v[i] for i in base if i < len(v)] for v in peers]
+                        )
+                        if peers
+                        else None
+                    )
                     d = stats.decide(
                         current,
                         [vals[i] for i in base],
                         pol.direction,
                         min_effect=pol.tolerance,
                         alpha=alpha,
+                        spread=spread,
                     )
                     red += bool(d.regressed)
                 row[effect] = red / len(splits)
@@ -143,16 +159,23 @@ def engine_rows(
     return rows
 
 
+def _spread_from(row: dict[str, Any]) -> str:
+    if "pooled_items" not in row:
+        return "engine-wide"
+    n = row["pooled_items"]
+    return "this item" if n == 1 else f"{n} items pooled"
+
+
 def table(rows: list[dict[str, Any]], alpha: stats.AlphaSplit, k: int, source: str) -> str:
     head = (
         f"Resampled from `{source}` (leave-{k}-out over recorded engine starts; "
         f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}; "
         f"`python scripts/verdict_power.py {source}`):\n\n"
-        "| item | metric | starts | CV | min effect | false alarm | power -5 % | "
-        "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|\n"
+        "| item | metric | starts | spread from | CV | min effect | false alarm | power -5 % | "
+        "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {r['key']} | {r['metric']} | {r['starts']} | {r['cv']:.1%} | "
+        f"| {r['key']} | {r['metric']} | {r['starts']} | {_spread_from(r)} | {r['cv']:.1%} | "
         f"{r['min_effect']:.0%} | {r[0.0]:.0%} | {r[0.05]:.0%} | {r[0.10]:.0%} | {r[0.25]:.0%} |"
         for r in rows
     ]

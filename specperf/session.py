@@ -302,6 +302,7 @@ class SuiteSession:
             max_failed_fraction=self.suite.workload.max_failed_fraction,
             alpha=self.alpha,
             missing_reason=missing,
+            siblings=vd.config_siblings(bfile, run.item.key),
         )
         results = vd.load_results([self.results_dir])
         rules = list(self.suite.rules) + list(bfile.rules)

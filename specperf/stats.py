@@ -62,8 +62,9 @@ class Decision:
         if self.ratio is None:
             return self.reason
         p = "n/a" if self.p_value is None else f"{self.p_value:.2g}"
+        note = f" ({self.reason})" if self.reason else ""
         return (
-            f"{METHOD}: {self.n_current} start(s) vs {self.n_baseline} baseline starts, "
+            f"{METHOD}: {self.n_current} start(s) vs {self.n_baseline} baseline starts{note}, "
             f"p={p} (alpha {self.alpha:.2g}), min effect {self.min_effect:.0%}"
         )
 
@@ -94,6 +95,18 @@ def _pooled_sd(a: Sequence[float], b: Sequence[float]) -> tuple[float, int]:
     return (math.sqrt(ss / df) if df else 0.0), df
 
 
+def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """Pooled standard deviation of the log values over several groups (each: one item's
+    baseline starts) and its degrees of freedom; groups of fewer than 2 values add nothing."""
+    ss, df = 0.0, 0
+    for g in groups:
+        xs = _logs(g)
+        if len(xs) >= 2:
+            ss += _sd(xs) ** 2 * (len(xs) - 1)
+            df += len(xs) - 1
+    return (math.sqrt(ss / df) if df else 0.0), df
+
+
 def decide(
     current: Sequence[float],
     baseline: Sequence[float],
@@ -102,9 +115,17 @@ def decide(
     min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = DEFAULT_RUN_ALPHA,
     min_baseline_starts: int = MIN_BASELINE_STARTS,
+    spread: tuple[float, int] | None = None,
 ) -> Decision:
     """Decide one metric from per-start values. ``direction``: higher / lower is better, or
-    equal (a change either way is a regression)."""
+    equal (a change either way is a regression).
+
+    ``spread`` (sd of the log values, degrees of freedom): the start-to-start spread estimated
+    from more than this item's baseline — ``pooled_spread`` over the items of one engine
+    config, which share each engine start, so their log spreads estimate the same start
+    effect. With 6 starts per item one item alone has 5 degrees of freedom and a t quantile
+    of ~9.7 at the item level; three items pooled have 15 and ~5.3. This run's own starts (when
+    more than one) are pooled in too."""
     a, b = _logs(current), _logs(baseline)
     if not a or not b:
         why = "no positive value measured" if not a else "baseline has no positive value"
@@ -124,7 +145,14 @@ def decide(
             f"baseline has {len(b)} start(s); at least {min_baseline_starts} are needed "
             "to know its spread",
         )
-    sd, df = _pooled_sd(a, b)
+    if spread is not None and spread[1] > 0:
+        ss, df = spread[0] ** 2 * spread[1], spread[1]
+        if len(a) >= 2:
+            ss += _sd(a) ** 2 * (len(a) - 1)
+            df += len(a) - 1
+        sd = math.sqrt(ss / df)
+    else:
+        sd, df = _pooled_sd(a, b)
     sd = max(sd, MIN_LOG_SD)
     df = max(df, 1)
     se = sd * math.sqrt(1 / len(a) + 1 / len(b))
@@ -140,7 +168,10 @@ def decide(
         worse = abs(ratio - 1) >= min_effect - 1e-12
     q = float(_st.t.ppf(0.975, df))
     interval = (math.exp(d - q * se), math.exp(d + q * se))
-    return Decision(worse and p < alpha, ratio, p, interval, len(a), len(b), alpha, min_effect)
+    pooled = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
+    return Decision(
+        worse and p < alpha, ratio, p, interval, len(a), len(b), alpha, min_effect, pooled
+    )
 
 
 def engine_wide(
@@ -270,5 +301,6 @@ __all__ = [
     "engine_wide",
     "per_check_alpha",
     "pooled_log_sd",
+    "pooled_spread",
     "split_alpha",
 ]

@@ -509,9 +509,12 @@ def evaluate_item(
     alpha: float = stats.DEFAULT_RUN_ALPHA,
     missing_reason: str | None = None,
     min_duration_s: float | None = None,
+    siblings: Sequence[BaselineEntry] = (),
 ) -> list[Check]:
     """Every check of one item against its baseline entry (None: missing). ``alpha`` is the
-    per-check level of the statistical decisions; ``missing_reason`` says why no entry exists
+    per-check level of the statistical decisions; ``siblings`` are the baseline entries of the
+    same engine config (``config_siblings``), whose starts pool into the start-to-start
+    spread; ``missing_reason`` says why no entry exists
     (e.g. no baseline file for this hardware profile); speeds of an item that lasted less than
     ``min_duration_s`` (default: the item's own workload setting, else 5 s) are not judged."""
     key = result.key
@@ -629,7 +632,7 @@ def evaluate_item(
             c.reason = short
             checks.append(c)
             continue
-        _decide(c, metric, pol, entry, fig, measured, alpha)
+        _decide(c, metric, pol, entry, fig, measured, alpha, siblings)
         checks.append(_quarantine(c, issues, key, today))
     return checks
 
@@ -642,13 +645,17 @@ def _decide(
     fig: Mapping[str, Any],
     measured: float,
     alpha: float,
+    siblings: Sequence[BaselineEntry] = (),
 ) -> None:
     """Set ``c``'s status from the per-start statistics (or a point comparison where the suite
     declares the metric deterministic and the baseline has fewer starts than a spread needs)."""
     base = entry.start_values(metric)
     current = [float(v) for v in (fig.get("starts") or [measured]) if v is not None]
     if len(base) >= stats.MIN_BASELINE_STARTS:
-        d = stats.decide(current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha)
+        spread = config_spread(entry, siblings, metric)
+        d = stats.decide(
+            current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha, spread=spread
+        )
         if d.ratio is None or d.regressed is None:
             c.status = "not_evaluated"
             c.reason = _join(c.reason, d.reason)
@@ -692,6 +699,62 @@ def _decide(
 
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
+
+
+def config_key(key: ItemKey) -> tuple[str, str, str, str]:
+    """The engine config an item runs on: items that differ only in dataset and concurrency
+    are measured on the same engine start in a run."""
+    return (key.model, key.engine, key.method, key.sampling)
+
+
+def config_siblings(baselines: BaselineFile, key: ItemKey) -> list[BaselineEntry]:
+    """The baseline entries of ``key``'s engine config (itself included)."""
+    ck = config_key(key)
+    return [e for e in baselines.entries.values() if config_key(e.key) == ck]
+
+
+# The fingerprint fields that describe the engine start itself (not the workload run on it).
+ENGINE_FINGERPRINT_FIELDS = (
+    "engine_label",
+    "engine_kind",
+    "model",
+    "tokenizer",
+    "topology",
+    "server_shape",
+    "sampling",
+)
+
+
+def _engine_part(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: fingerprint.get(k) for k in ENGINE_FINGERPRINT_FIELDS}
+
+
+def spread_peers(
+    entry: BaselineEntry, siblings: Sequence[BaselineEntry], metric: str
+) -> list[BaselineEntry]:
+    """The siblings (not ``entry`` itself) whose starts may pool with ``entry``'s: same engine
+    fingerprint (``ENGINE_FINGERPRINT_FIELDS``), the metric recorded."""
+    mine = _engine_part(entry.fingerprint)
+    return [
+        e
+        for e in siblings
+        if e is not entry
+        and metric in e.metrics
+        and not fingerprint_diff(_engine_part(e.fingerprint), mine)
+    ]
+
+
+def config_spread(
+    entry: BaselineEntry, siblings: Sequence[BaselineEntry], metric: str
+) -> tuple[float, int] | None:
+    """The start-to-start spread of ``metric`` pooled over the entry and its peers of the
+    same engine config (stats.pooled_spread), or None when there are no peers to pool: the
+    item's own spread is used then."""
+    same = spread_peers(entry, siblings, metric)
+    if not same:
+        return None
+    groups = [entry.start_values(metric)] + [e.start_values(metric) for e in same]
+    return stats.pooled_spread(groups)
 
 
 def engine_wide_checks(
@@ -752,7 +815,7 @@ def engine_wide_checks(
                 direction=pol.direction,
                 interval=d.interval,
                 interval_method="95 % t interval of the geometric-mean ratio",
-                reason=d.reason if d.ratio is None else f"{d.reason}; {d.describe()}",
+                reason=d.describe(),
                 rule="engine-wide",
                 gated=len(groups) >= 2,
             )
@@ -1169,6 +1232,7 @@ def evaluate_results(
                 today=today,
                 alpha=alpha.item,
                 missing_reason=missing,
+                siblings=config_siblings(baselines, results[k].key),
             )
         )
     checks.extend(evaluate_rules(rules, results, known_issues=issues, today=today))

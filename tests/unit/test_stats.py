@@ -130,3 +130,25 @@ def test_engine_wide_level_sees_an_8_percent_slowdown_the_equal_share_level_miss
     old = stats.engine_wide(groups, "higher", min_effect=0.05, alpha=0.01 / 62, units=units)
     assert new.ratio == pytest.approx(0.92, rel=0.01)
     assert new.regressed and not old.regressed
+
+
+def test_pooled_spread_adds_degrees_of_freedom_of_every_group():
+    sd, df = stats.pooled_spread([[100, 102, 98], [50, 51, 49, 50], [7.0]])
+    assert df == 2 + 3
+    assert 0.01 < sd < 0.03
+    assert stats.pooled_spread([[5.0]]) == (0.0, 0)
+
+
+def test_a_spread_pooled_over_an_engine_configs_items_sees_what_one_item_alone_cannot():
+    """Six baseline starts with ~2.3 % spread, tonight 15 % slower, item level 0.005 / 60:
+    one item's own 5 df give a t quantile of ~9.7 and miss it (p 0.0005); the spread pooled
+    over three items of the config (15 df) sees it (p 3e-6). An unchanged start stays green."""
+    base = [100.0, 103.0, 97.5, 101.0, 98.0, 102.5]
+    alpha = 0.005 / 60
+    own = stats.decide([85.0], base, "higher", min_effect=0.05, alpha=alpha)
+    spread = stats.pooled_spread([base, [x * 3 for x in base[::-1]], [x * 5 for x in base]])
+    pooled = stats.decide([85.0], base, "higher", min_effect=0.05, alpha=alpha, spread=spread)
+    assert not own.regressed and pooled.regressed
+    assert "pooled over 15 df" in pooled.describe()
+    same = stats.decide([99.0], base, "higher", min_effect=0.05, alpha=alpha, spread=spread)
+    assert not same.regressed
