@@ -626,6 +626,13 @@ def main() -> int:
         "the fitted head's identity (a deliberate regression: the MAL gate must fail)",
     )
     ap.add_argument("--fit-timeout", type=float, default=900.0, help="seconds for the head fit")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds for the whole script (a device call's limit): the fit and every pass get "
+        "at most what is left, less 20 s to write the report",
+    )
     ap.add_argument("--fit-steps", type=int, default=None, help="training steps of the fit")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     ap.add_argument("--markdown", type=Path, default=None, help="print the tables of a run")
@@ -643,6 +650,8 @@ def main() -> int:
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     models = build_models(models_dir, args.shapes)
     print(f"models: {models} ({time.monotonic() - t0:.1f}s)", flush=True)
+    if args.budget_s:
+        args.fit_timeout = min(args.fit_timeout, args.budget_s - 60 - (time.monotonic() - t0))
     head = prepare_eagle3_head(args, models_dir)
     import torch
     import transformers
@@ -655,6 +664,8 @@ def main() -> int:
     }
     passes = []
     for name in [p for p in args.passes.split(",") if p]:
+        if args.budget_s:
+            args.pass_timeout = min(args.pass_timeout, args.budget_s - 20 - (time.monotonic() - t0))
         res = work / f"results-{name}"
         passes.append(run_pass(name, args, models_dir, res, args.out / f"pytest-{name}.log"))
     report = {
