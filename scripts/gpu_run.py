@@ -680,8 +680,9 @@ def main() -> int:
         "seconds": round(time.monotonic() - t0, 1),
     }
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    wrote = any(p["pass"] == "update" for p in passes)
     for f in args.baselines_dir.glob("*.json"):  # the baseline file(s) this run wrote
-        if f.stat().st_mtime >= time.time() - report["seconds"] - 5:
+        if wrote and f.stat().st_mtime >= time.time() - report["seconds"] - 5:
             report.setdefault("starts_annotated", {})[f.name] = annotate_starts(f, since, host)
             shutil.copy(f, args.out / f"baseline-{f.name}")
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")

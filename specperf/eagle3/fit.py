@@ -923,6 +923,37 @@ def deterministic_training(tf32: bool) -> Any:
         torch.backends.cuda.matmul.allow_tf32 = prev[2]
 
 
+def data_digests(model: Any, examples: Sequence[Example], conts: Sequence[list[int]]) -> dict:
+    """sha256 of the collected continuations, of the aux rows (fp32 bytes) and of a sample of
+    the target's weights (the first 65536 values of its embeddings, first and last parameter):
+    two fits of one recipe whose weights differ say here whether the target, the greedy tokens
+    or only the aux rows' low bits differed."""
+    import hashlib
+
+    def digest(chunks: Any) -> str:
+        h = hashlib.sha256()
+        for c in chunks:
+            h.update(c)
+        return h.hexdigest()
+
+    params = list(model.parameters())
+    sample = [model.get_input_embeddings().weight, params[0], params[-1]]
+    return {
+        "continuations": digest([json.dumps([list(c) for c in conts]).encode()]),
+        "aux": digest(e.aux.detach().float().cpu().numpy().tobytes() for e in examples),
+        "target_sample": digest(
+            t.detach().flatten()[:65536].float().cpu().numpy().tobytes() for t in sample
+        ),
+    }
+
+
+def _safe_digests(model: Any, examples: Sequence[Example], conts: Sequence[list[int]]) -> Any:
+    try:
+        return data_digests(model, examples, conts)
+    except Exception as exc:  # a diagnostic must not cost the fit
+        return f"failed: {exc!r}"[:300]
+
+
 def _sha256(path: Path) -> str:
     import hashlib
 
@@ -1025,6 +1056,8 @@ def fit_engine_head(
         "nondeterministic_ops": sorted({w for t in tries for w in t["nondeterministic_ops"]}),
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
         "weights_sha256": _sha256(weights),
+        # what the head was trained on, to tell where two fits of one recipe part ways
+        "data_sha256": _safe_digests(model, examples, conts),
         "weights_bytes": weights.stat().st_size,
         "versions": {"torch": torch.__version__, **loaded.get("versions", {})},
         "evaluation": {},

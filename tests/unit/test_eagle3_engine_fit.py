@@ -249,3 +249,19 @@ def test_annotate_starts_marks_only_this_runs_starts(tmp_path: Path) -> None:
     assert "gpu_uuid" not in starts[0] and "gpu_uuid" not in starts[1]
     assert starts[2]["gpu_uuid"] == "GPU-1" and starts[2]["boot_id"] == "boot"
     assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 0  # idempotent
+
+
+def test_data_digests_tell_tokens_aux_and_target_apart() -> None:
+    target = torch.nn.Module()
+    target.embed = torch.nn.Embedding(10, 4)
+    target.get_input_embeddings = lambda: target.embed  # type: ignore[method-assign]
+    ex = [fit.Example(ids=torch.arange(5), aux=torch.ones(5, 12), labels=torch.arange(5))]
+    base = fit.data_digests(target, ex, [[1, 2, 3]])
+    assert fit.data_digests(target, ex, [[1, 2, 3]]) == base
+    assert fit.data_digests(target, ex, [[1, 2, 4]])["continuations"] != base["continuations"]
+    ex2 = [fit.Example(ids=ex[0].ids, aux=ex[0].aux + 1e-6, labels=ex[0].labels)]
+    moved = fit.data_digests(target, ex2, [[1, 2, 3]])
+    assert moved["aux"] != base["aux"] and moved["continuations"] == base["continuations"]
+    with torch.no_grad():
+        target.embed.weight[0, 0] += 1
+    assert fit.data_digests(target, ex, [[1, 2, 3]])["target_sample"] != base["target_sample"]
