@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,22 +86,30 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
     return {"dir": str(run_dir), "pytest_rc": rc, "wall_s": round(time.monotonic() - t0, 1)}
 
 
+def _p_value(reason: str) -> float | None:
+    m = re.search(r"\bp=([0-9.eE+-]+)", reason or "")
+    return float(m.group(1)) if m else None
+
+
 def judge(run_dir: Path, baselines_dir: Path | None) -> dict[str, Any]:
     """The verdict of one saved run: red/green, failing checks, engine-wide estimates."""
     from specperf.verdict import evaluate_results
 
-    v = evaluate_results([run_dir], baselines_dir=baselines_dir)
+    v = evaluate_results([run_dir], baselines_dir=baselines_dir or ROOT / "baselines")
     failed = [c for c in v.checks if c.status == "fail"]
     wide = {
         c.metric.replace("engine-wide ", ""): {
             "ratio": c.measured,
             "status": c.status,
+            "p": _p_value(c.reason),
             "reason": c.reason,
         }
         for c in v.checks
         if c.rule == "engine-wide"
     }
-    not_eval = [c for c in v.checks if c.status == "not_evaluated" and c.gated]
+    not_eval = [
+        c for c in v.checks if c.gated and c.status in ("not_evaluated", "missing", "stale")
+    ]
     return {
         "dir": str(run_dir),
         "red": bool(failed),
@@ -147,10 +156,15 @@ def cmd_judge(args: argparse.Namespace) -> int:
     for d in args.runs_dirs:
         r = judge(d, args.baselines_dir)
         wide = " ".join(
-            f"{m[:10]}={w['ratio']:.3f}" if w["ratio"] is not None else f"{m[:10]}=n/a"
+            f"{m[:10]}={w['ratio']:.3f} (p={w['p']:.2g})"
+            if w["ratio"] is not None and w["p"] is not None
+            else f"{m[:10]}=n/a"
             for m, w in sorted(r["engine_wide"].items())
         )
-        print(f"{'RED  ' if r['red'] else 'green'} {d}  {wide}  " + "; ".join(r["failed"][:5]))
+        print(
+            f"{'RED  ' if r['red'] else 'green'} {d}  {wide}  "
+            f"gated-not-evaluated={r['gated_not_evaluated']}  " + "; ".join(r["failed"][:5])
+        )
     return 0
 
 
