@@ -6,11 +6,21 @@ a pass that checks against it), sample NVML beside it, and report the figures.
     python scripts/gpu_run.py --out OUT                 # both passes (update, then check)
     python scripts/gpu_run.py --out OUT --passes update # one pass
     python scripts/gpu_run.py --out OUT --shapes tiny --device cpu   # dry run without a GPU
+    python scripts/gpu_run.py --out OUT --passes check --eagle3-head random -- --method eagle3
+                                                        # the MAL gate must FAIL (see below)
+
+EAGLE3's head is fitted to the random target first (``python -m specperf.eagle3.fit --suite
+…``: on the engine's own path, deterministic, cached under the models folder by its recipe
+digest; OUT/fit.json, OUT/fit.log) and handed to the suite with its identity
+(``fit:<name>@<digest>``). ``--eagle3-head random`` swaps in a random head of the same shape
+UNDER THE FITTED HEAD'S IDENTITY — a deliberate regression (an EAGLE3 that accepts nothing),
+which a check against a baseline of the fitted head must fail on MAL.
 
 Ends with one ``VERDICT <pass> <item>: PASS|FAIL|…`` line per item (paste them in the review:
 docs/transformers.md says when). Writes OUT/gpu_run.json (everything), OUT/pytest-<pass>.log,
 the baseline file it wrote and OUT/results.tar.gz (every item's summary.json, requests.jsonl,
-engine logs); prints the tables
+engine logs), and ``host`` (hostname, boot id, GPU UUIDs: which machine this was); prints the
+tables
 (``--markdown OUT/gpu_run.json`` prints them again from a saved run).
 
 Figures reported per item: output tok/s, TPOT/TTFT p50, decode tok/s p50, MAL; for EAGLE3 the
@@ -27,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -166,6 +177,158 @@ def build_models(models_dir: Path, shapes: str) -> dict[str, str]:
     return out
 
 
+FIT_NAME = "qwen3-8b-eagle3-fit"
+SHAPE_HEAD = "qwen3-8b-eagle3-shape"
+RANDOM_HEAD = "qwen3-8b-eagle3-random"
+RANDOM_HEAD_SEED = 20261201
+
+
+def suite_settings(args: argparse.Namespace, models_dir: Path) -> dict[str, str]:
+    """--setting values for the suite: models, device, and the EAGLE3 head chosen by
+    prepare_eagle3_head (``args.head_settings``)."""
+    return {
+        "models_dir": str(models_dir),
+        "device": args.device,
+        **getattr(args, "head_settings", {}),
+    }
+
+
+def fit_command(args: argparse.Namespace, models_dir: Path, out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "specperf.eagle3.fit", "--suite", str(SUITE)]
+    for k, v in suite_settings(args, models_dir).items():
+        cmd += ["--setting", f"{k}={v}"]
+    cmd += ["--head-shape", str(models_dir / SHAPE_HEAD), "--out-root", str(models_dir)]
+    cmd += ["--name", FIT_NAME, "--json", str(out)]
+    if args.fit_steps:
+        cmd += ["--steps", str(args.fit_steps)]
+    return cmd
+
+
+def write_random_head(shape_dir: Path, like: Path, out: Path, seed: int) -> Path:
+    """A random head with the fitted head's config (and its draft vocabulary), saved as the
+    fitted one is: what "the head swapped for a random one" means."""
+    import torch
+
+    from specperf.eagle3.checkpoint import new_head, read_state, save_head
+    from specperf.eagle3.config import load_config
+
+    cfg = load_config(like)
+    d2t = read_state(like)["d2t"].long()
+    head = new_head(cfg, d2t + torch.arange(cfg.draft_vocab_size), seed=seed)
+    save_head(head, out, dtype=torch.bfloat16)
+    (out / "README.md").write_text(
+        f"random EAGLE3 head (seed {seed}) with the config of {like.name}: a deliberate\n"
+        "regression for scripts/gpu_run.py --eagle3-head random\n"
+    )
+    return out
+
+
+def prepare_eagle3_head(args: argparse.Namespace, models_dir: Path) -> dict[str, Any]:
+    """Fit (or find cached) the EAGLE3 head for the suite's random target and set
+    ``args.head_settings``; with ``--eagle3-head random`` swap a random head in under the fitted
+    head's identity. Returns what happened (for gpu_run.json)."""
+    out = args.out / "fit.json"
+    env = {**repo_env(), "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONUNBUFFERED": "1"}
+    t0 = time.monotonic()
+    cmd = fit_command(args, models_dir, out)
+    print(f"== eagle3 head fit: {' '.join(cmd)}", flush=True)
+    code = run_logged(cmd, env, args.out / "fit.log", args.fit_timeout)
+    seconds = round(time.monotonic() - t0, 1)
+    tail = (args.out / "fit.log").read_text(errors="replace").splitlines()[-12:]
+    print("\n".join(tail), flush=True)
+    if code != 0 or not out.exists():
+        print(f"EAGLE3 head fit FAILED (exit {code}); the eagle3 item will not start", flush=True)
+        return {"exit_code": code, "seconds": seconds}
+    info = json.loads(out.read_text())
+    fitted = Path(info["path"])
+    head_dir, identity = fitted, info["identity"]
+    if args.eagle3_head == "random":
+        head_dir = write_random_head(
+            models_dir / SHAPE_HEAD, fitted, models_dir / RANDOM_HEAD, RANDOM_HEAD_SEED
+        )
+        print(
+            f"EAGLE3 head SWAPPED: {head_dir} (random, seed {RANDOM_HEAD_SEED}) under the fitted "
+            f"head's identity {identity} — a deliberate regression; the MAL gate must fail",
+            flush=True,
+        )
+    args.head_settings = {
+        "eagle3_head": str(head_dir.relative_to(models_dir)),
+        "eagle3_head_revision": identity,
+    }
+    fit = info.get("fit") or {}
+    print(
+        f"EAGLE3 head {identity} ({'cached' if info.get('cached') else 'fitted'} in {seconds} s"
+        f"; weights sha256 {fit.get('weights_sha256', '?')[:16]}; fit-time MAL "
+        f"{((fit.get('evaluation') or {}).get('suite') or {}).get('mean_acceptance_length')})",
+        flush=True,
+    )
+    return {
+        "exit_code": code,
+        "seconds": seconds,
+        "identity": identity,
+        "path": str(head_dir),
+        "fitted_path": str(fitted),
+        "cached": info.get("cached"),
+        "swapped_for_random": args.eagle3_head == "random",
+        "weights_sha256": fit.get("weights_sha256"),
+    }
+
+
+def host_identity() -> dict[str, Any]:
+    """Which machine this is: hostname, kernel boot id, machine id, GPUs (name, UUID, PCI bus).
+    Two device windows may be the same physical host: the GPU UUID tells."""
+    out: dict[str, Any] = {"hostname": socket.gethostname()}
+    for key, path in (
+        ("boot_id", "/proc/sys/kernel/random/boot_id"),
+        ("machine_id", "/etc/machine-id"),
+    ):
+        try:
+            out[key] = Path(path).read_text().strip()
+        except OSError:
+            out[key] = None
+    try:
+        q = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,uuid,pci.bus_id,serial", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        fields = ("name", "uuid", "pci_bus_id", "serial")
+        out["gpus"] = [
+            dict(zip(fields, (f.strip() for f in line.split(",")), strict=False))
+            for line in q.stdout.splitlines()
+            if line.strip()
+        ]
+    except (OSError, subprocess.SubprocessError) as exc:
+        out["gpus"] = f"nvidia-smi failed: {exc}"
+    return out
+
+
+def annotate_starts(path: Path, since: str, host: dict[str, Any]) -> int:
+    """Add ``gpu_uuid`` and ``boot_id`` to the baseline starts this run wrote (date >= ``since``
+    and this hostname): the device machines may share a hostname, the GPU UUID tells hosts
+    apart. Returns how many starts were annotated."""
+    from specperf.baselines import write_atomic
+
+    data = json.loads(path.read_text())
+    gpus = host.get("gpus") if isinstance(host.get("gpus"), list) else []
+    uuid = ",".join(g.get("uuid", "?") for g in gpus) or None
+    n = 0
+    for entry in (data.get("entries") or {}).values():
+        for metric in (entry.get("metrics") or {}).values():
+            for st in metric.get("starts") or []:
+                if (
+                    str(st.get("date") or "") >= since
+                    and st.get("host") == host["hostname"]
+                    and "gpu_uuid" not in st
+                ):
+                    st["gpu_uuid"], st["boot_id"] = uuid, host.get("boot_id")
+                    n += 1
+    if n:
+        write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    return n
+
+
 def gpu_indices() -> list[int]:
     try:
         import torch
@@ -220,9 +383,9 @@ def run_pass(
     """One ``pytest -m perf -n 1`` pass with NVML sampled in this process meanwhile."""
     from specperf.environment import GpuSampler
 
-    cmd = [*perf_pytest(), "-n", "1"]
-    cmd += ["--suite", str(SUITE), "--setting", f"models_dir={models_dir}"]
-    cmd += ["--setting", f"device={args.device}"]
+    cmd = [*perf_pytest(), "-n", "1", "--suite", str(SUITE)]
+    for k, v in suite_settings(args, models_dir).items():
+        cmd += ["--setting", f"{k}={v}"]
     cmd += ["--results-dir", str(results), "--baselines-dir", str(args.baselines_dir)]
     if name == "update":
         cmd += ["--update-baselines"]
@@ -455,6 +618,22 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None, help="results root (default OUT/work)")
     ap.add_argument("--hbm-tb-s", type=float, default=HBM_BYTES_PER_S / 1e12)
     ap.add_argument("--pass-timeout", type=float, default=3600.0, help="seconds per pass")
+    ap.add_argument(
+        "--eagle3-head",
+        choices=("fitted", "random"),
+        default="fitted",
+        help="fitted: fit (or reuse) the head for the random target; random: a random head under "
+        "the fitted head's identity (a deliberate regression: the MAL gate must fail)",
+    )
+    ap.add_argument("--fit-timeout", type=float, default=900.0, help="seconds for the head fit")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds for the whole script (a device call's limit): the fit and every pass get "
+        "at most what is left, less 20 s to write the report",
+    )
+    ap.add_argument("--fit-steps", type=int, default=None, help="training steps of the fit")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     ap.add_argument("--markdown", type=Path, default=None, help="print the tables of a run")
     args = ap.parse_args()
@@ -466,8 +645,14 @@ def main() -> int:
     work = args.work or Path("/tmp") / f"specperf-gpu-run-{os.getpid()}"
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     t0 = time.monotonic()
+    host = host_identity()
+    print(f"HOST {json.dumps(host)}", flush=True)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     models = build_models(models_dir, args.shapes)
     print(f"models: {models} ({time.monotonic() - t0:.1f}s)", flush=True)
+    if args.budget_s:
+        args.fit_timeout = min(args.fit_timeout, args.budget_s - 60 - (time.monotonic() - t0))
+    head = prepare_eagle3_head(args, models_dir)
     import torch
     import transformers
 
@@ -479,24 +664,33 @@ def main() -> int:
     }
     passes = []
     for name in [p for p in args.passes.split(",") if p]:
+        if args.budget_s:
+            args.pass_timeout = min(args.pass_timeout, args.budget_s - 20 - (time.monotonic() - t0))
         res = work / f"results-{name}"
         passes.append(run_pass(name, args, models_dir, res, args.out / f"pytest-{name}.log"))
     report = {
         "started": started,
+        "host": host,
         "device": device,
         "models": models,
+        "eagle3_head": head,
+        "settings": suite_settings(args, models_dir),
         "suite": str(SUITE.relative_to(ROOT)),
         "passes": collect(passes, args.hbm_tb_s * 1e12),
         "seconds": round(time.monotonic() - t0, 1),
     }
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    wrote = any(p["pass"] == "update" for p in passes)
     for f in args.baselines_dir.glob("*.json"):  # the baseline file(s) this run wrote
-        if f.stat().st_mtime >= time.time() - report["seconds"] - 5:
+        if wrote and f.stat().st_mtime >= time.time() - report["seconds"] - 5:
+            report.setdefault("starts_annotated", {})[f.name] = annotate_starts(f, since, host)
             shutil.copy(f, args.out / f"baseline-{f.name}")
+    (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     with tarfile.open(args.out / "results.tar.gz", "w:gz") as tar:
         for p in passes:
             tar.add(p["results_dir"], arcname=Path(p["results_dir"]).name)
     print(markdown(report), flush=True)
+    print(f"HOST {host['hostname']} boot {host.get('boot_id')} gpus {host.get('gpus')}")
     for p in report["passes"].values():  # last, so they end the output the device call returns
         for v in p.get("verdicts", []):
             print(v, flush=True)

@@ -30,7 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specperf.baselines import _flatten, fingerprint_digest  # noqa: E402
+from specperf.baselines import fingerprint_digest  # noqa: E402
+from specperf.dotted import flatten as _flatten  # noqa: E402
 from specperf.config import load_suite  # noqa: E402
 from specperf.modelid import model_identity  # noqa: E402
 

@@ -11,9 +11,9 @@ baseline (leave-k-out). Unchanged: the share of those splits judged a regression
 false-alarm rate). Power at -5/-10/-25 %: the same splits with tonight's values moved by that
 much in the bad direction (x(1-e) for higher-is-better metrics, x(1+e) for lower). The same for
 the engine-wide check, where the k-th start of every item of an engine plays tonight together.
-alpha is the suite's per-check level (the run's 1 % budget over its gated checks), exactly as
-``pytest -m perf`` decides. With ``--write-docs`` the table replaces the block between
-``<!-- power:begin -->`` and ``<!-- power:end -->`` in that file.
+alpha is the suite's per-check level (the run's 1 % budget split over its gated checks,
+``stats.split_alpha``), exactly as ``pytest -m perf`` decides. With ``--write-docs`` the table
+replaces the block between ``<!-- power:begin -->`` and ``<!-- power:end -->`` in that file.
 
 What it cannot show: effects that are not a uniform shift of every start (a bimodal engine), and
 noise sources absent from the recorded starts (another host, another day): the table is only as
@@ -75,16 +75,32 @@ def item_rows(
                 "min_effect": pol.tolerance,
             }
             splits = _splits(len(vals), k)
+            peers = [
+                p.start_values(metric)
+                for p in vd.spread_peers(entry, vd.config_siblings(bf, entry.key), metric)
+            ]
+            row["pooled_items"] = 1 + len(peers)
             for effect in (0.0, *EFFECTS):
                 red = 0
                 for cur, base in splits:
                     current = _moved([vals[i] for i in cur], pol.direction, effect)
+                    # the peers' starts of the same runs are left out too (starts are aligned
+                    # by index when every run measured every item, as in a baseline campaign)
+                    spread = (
+                        stats.pooled_spread(
+                            [[vals[i] for i in base]]
+                            + [[v[i] for i in base if i < len(v)] for v in peers]
+                        )
+                        if peers
+                        else None
+                    )
                     d = stats.decide(
                         current,
                         [vals[i] for i in base],
                         pol.direction,
                         min_effect=pol.tolerance,
                         alpha=alpha,
+                        spread=spread,
                     )
                     red += bool(d.regressed)
                 row[effect] = red / len(splits)
@@ -143,15 +159,23 @@ def engine_rows(
     return rows
 
 
-def table(rows: list[dict[str, Any]], alpha: float, k: int, source: str) -> str:
+def _spread_from(row: dict[str, Any]) -> str:
+    if "pooled_items" not in row:
+        return "engine-wide"
+    n = row["pooled_items"]
+    return "this item" if n == 1 else f"{n} items pooled"
+
+
+def table(rows: list[dict[str, Any]], alpha: stats.AlphaSplit, k: int, source: str) -> str:
     head = (
         f"Resampled from `{source}` (leave-{k}-out over recorded engine starts; "
-        f"alpha per check {alpha:.2g}; `python scripts/verdict_power.py {source}`):\n\n"
-        "| item | metric | starts | CV | min effect | false alarm | power -5 % | "
-        "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|\n"
+        f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}; "
+        f"`python scripts/verdict_power.py {source}`):\n\n"
+        "| item | metric | starts | spread from | CV | min effect | false alarm | power -5 % | "
+        "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {r['key']} | {r['metric']} | {r['starts']} | {r['cv']:.1%} | "
+        f"| {r['key']} | {r['metric']} | {r['starts']} | {_spread_from(r)} | {r['cv']:.1%} | "
         f"{r['min_effect']:.0%} | {r[0.0]:.0%} | {r[0.05]:.0%} | {r[0.10]:.0%} | {r[0.25]:.0%} |"
         for r in rows
     ]
@@ -172,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     if not bf.entries:
         print(f"{args.baseline}: no entries", file=sys.stderr)
         return 2
-    rows = item_rows(bf, dict(suite.metrics), alpha, args.starts)
-    rows += engine_rows(bf, dict(suite.metrics), alpha)
+    rows = item_rows(bf, dict(suite.metrics), alpha.item, args.starts)
+    rows += engine_rows(bf, dict(suite.metrics), alpha.engine_wide)
     if not rows:
         print(f"{args.baseline}: no gated metric has enough starts to resample", file=sys.stderr)
         return 2

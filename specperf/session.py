@@ -99,10 +99,11 @@ class SuiteSession:
 
     @property
     def alpha(self) -> float:
-        """Per-check level: the run's false-alarm budget over the suite's gated checks (the
-        whole matrix, so a filtered run decides exactly as the full one)."""
+        """Per-item check level: the run's false-alarm budget split over the suite's gated
+        checks (the whole matrix, so a filtered run decides exactly as the full one)."""
         items = self.suite.items()
-        return vd.check_alpha(self.suite.metrics, len(items), len({it.key.engine for it in items}))
+        engines = len({it.key.engine for it in items})
+        return vd.check_alpha(self.suite.metrics, len(items), engines).item
 
     def write_snapshot(self) -> None:
         snap = self.suite.to_json()
@@ -302,6 +303,7 @@ class SuiteSession:
             max_failed_fraction=self.suite.workload.max_failed_fraction,
             alpha=self.alpha,
             missing_reason=missing,
+            siblings=vd.config_siblings(bfile, run.item.key),
         )
         results = vd.load_results([self.results_dir])
         rules = list(self.suite.rules) + list(bfile.rules)
@@ -455,7 +457,7 @@ def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -
     items = suite.items()
     alpha = vd.check_alpha(suite.metrics, len(items), len({it.key.engine for it in items}))
     out = vd.evaluate_rules(rules, results, known_issues=suite.known_issues) if rules else []
-    return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha)
+    return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha.engine_wide)
 
 
 def merge_rule_checks(

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import functools
 import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -239,12 +241,12 @@ def ttt_loss(
     groups = attn.num_heads // attn.num_kv
     scale = 1.0 / math.sqrt(attn.head_dim)
     hidden = head.fuse(aux)
-    pos = torch.arange(t)
+    pos = torch.arange(t, device=ids.device)
     causal = pos[None, :] <= pos[:, None]  # (T, T) key j visible to query t
     k0 = v0 = None
     diag_k: list[torch.Tensor] = []
     diag_v: list[torch.Tensor] = []
-    total = torch.zeros(())
+    total = torch.zeros((), device=ids.device)
     weight_sum = 0.0
     for s in range(steps):
         # inputs: token t+1+s, state: fused target (s=0) or own pre-norm of the previous step
@@ -282,10 +284,8 @@ def ttt_loss(
             lab = targets[:, 1 + s :].clone()
             lab[~(valid[:, :n] & valid[:, 1 + s :])] = -100
             if (lab >= 0).any():
-                loss = F.cross_entropy(
-                    logits[:, :n].reshape(-1, logits.shape[-1]).float(),
-                    lab.reshape(-1),
-                    ignore_index=-100,
+                loss = cross_entropy(
+                    logits[:, :n].reshape(-1, logits.shape[-1]).float(), lab.reshape(-1)
                 )
                 total = total + (decay**s) * loss
                 weight_sum += decay**s
@@ -293,25 +293,47 @@ def ttt_loss(
     return total / max(weight_sum, 1e-9)
 
 
+def cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, manual: bool | None = None
+) -> torch.Tensor:
+    """Mean cross-entropy over the labels that are not -100. On CPU ``F.cross_entropy`` (the
+    tiny fit's recipe, bit for bit); on a GPU log-softmax + gather, because CUDA's NLLLoss has no
+    deterministic implementation (``torch.use_deterministic_algorithms(True)`` refuses it) while
+    gather's backward has one. ``manual`` forces either (tests)."""
+    if manual is None:
+        manual = logits.device.type != "cpu"
+    if not manual:
+        return F.cross_entropy(logits, labels, ignore_index=-100)
+    keep = labels >= 0
+    picked = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[:, None])[:, 0]
+    return -(picked * keep).sum() / keep.sum()
+
+
 def _batches(
-    examples: Sequence[Example], batch_size: int, gen: torch.Generator, to_draft: torch.Tensor
+    examples: Sequence[Example],
+    batch_size: int,
+    gen: torch.Generator,
+    to_draft: torch.Tensor,
+    device: torch.device | None = None,
 ) -> list[tuple[torch.Tensor, ...]]:
-    """Padded batches: ids, aux, draft-vocabulary label index (-100: none), valid."""
+    """Padded batches: ids, aux, draft-vocabulary label index (-100: none), valid — built on
+    ``device`` (default CPU) from examples that may live there already."""
     order = torch.randperm(len(examples), generator=gen).tolist()
     out = []
     for i in range(0, len(order), batch_size):
         group = [examples[j] for j in order[i : i + batch_size]]
         t = max(len(e.ids) for e in group)
         b = len(group)
-        ids = torch.zeros(b, t, dtype=torch.long)
-        aux = torch.zeros(b, t, group[0].aux.shape[-1])
-        targets = torch.full((b, t), -100, dtype=torch.long)
-        valid = torch.zeros(b, t, dtype=torch.bool)
+        ids = torch.zeros(b, t, dtype=torch.long, device=device)
+        aux = torch.zeros(b, t, group[0].aux.shape[-1], device=device)
+        targets = torch.full((b, t), -100, dtype=torch.long, device=device)
+        valid = torch.zeros(b, t, dtype=torch.bool, device=device)
         for r, e in enumerate(group):
             n = len(e.ids)
+            labels = e.labels.to(to_draft.device)
             ids[r, :n], aux[r, :n], valid[r, :n] = e.ids, e.aux, True
-            targets[r, :n] = to_draft[e.labels.clamp(min=0)]
-            targets[r, :n][e.labels < 0] = -100
+            targets[r, :n] = to_draft[labels.clamp(min=0)]
+            targets[r, :n][labels < 0] = -100
         out.append((ids, aux, targets, valid))
     return out
 
@@ -333,8 +355,10 @@ def train(head: Eagle3Head, examples: Sequence[Example], cfg: FitConfig) -> dict
     losses: list[float] = []
     steps = 0
     head.train()
+    dev = head.fc.weight.device
+    to_draft = to_draft.to(dev)
     for _epoch in range(cfg.epochs):
-        for ids, aux, targets, valid in _batches(examples, cfg.batch_size, gen, to_draft):
+        for ids, aux, targets, valid in _batches(examples, cfg.batch_size, gen, to_draft, dev):
             loss = ttt_loss(head, ids, aux, targets, valid, cfg.ttt_steps, cfg.step_decay)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -561,6 +585,555 @@ def ensure_fitted_head(target: str | Path | None = None, log: Any = None) -> Pat
     return out
 
 
+# ---------------------------------------------------------------- the engine path (GPU)
+#
+# A random-weight target of a real shape (the h200-transformers suite: Qwen3-8B's shape, vocab
+# 151936) has near-tied top logits, so another kernel schedule — batched eager ``generate()``
+# instead of the served, compiled verify step — picks another greedy token within a few tokens
+# (measured on the H200: compiled and eager differed at token 1). A head distilled on
+# ``generate()``'s continuations would then be judged on continuations it never saw. So this fit
+# takes its data from the ENGINE's own path: the server's start-up code
+# (``hf_server.start_backend``) builds target and EAGLE3 backend with the suite's own server
+# arguments (same random weights, same compiled-vs-eager decision), drafts come from a random
+# head (they are rejected, so every verify step commits the target's own greedy token), and the
+# fused aux states are the very rows the served verify step hands the head. Prompts are exactly
+# the suite's measured first turns (its request plan), so the head is fitted TO the suite's
+# prompts, as the tiny head is (docs/transformers.md); held-out prompts give its generalisation.
+
+ENGINE_FIT_VERSION = 1
+_DROP_ARGS = {"--host": 1, "--port": 1, "--draft-model": 1, "--threads": 1}
+_DROP_FLAGS = {"--draft-random-weights"}
+
+
+@dataclass(frozen=True)
+class EngineFitConfig:
+    """Knobs of an engine-path fit (part of its recipe digest). Training is full-batch AdamW
+    (the data is a few thousand positions), linear warm-up then cosine to lr/10, stopped at
+    ``steps`` or once the loss is <= ``stop_loss``; no time cap, so the result is decided by
+    the recipe (and deterministic where the data and the kernels are)."""
+
+    steps: int = 400
+    lr: float = 3e-4
+    warmup: int = 20
+    stop_loss: float = 0.05
+    weight_decay: float = 0.0
+    ttt_steps: int = 3
+    step_decay: float = 0.8
+    seed: int = 0
+    heldout: int = 4  # unmeasured prompts of the suite's sets (generalisation figure only)
+    tf32: bool = True  # TF32 matmuls while training (deterministic, several times fp32's rate)
+    # a run that diverges (loss not finite, or not below 0.9 x its first) is redone from scratch
+    # at the next lr; the lowest final loss is kept (a rule of the recipe, so still decided)
+    lr_fallbacks: tuple[float, ...] = (1e-4,)
+
+
+def train_full_batch(
+    head: Eagle3Head, examples: Sequence[Example], cfg: EngineFitConfig, lr: float
+) -> dict[str, Any]:
+    """Full-batch training-time-test AdamW (embeddings excluded) on the head's device."""
+    dev = head.fc.weight.device
+    params = [p for n, p in head.named_parameters() if not n.startswith("embed_tokens")]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+    draft_ids = torch.arange(head.cfg.draft_vocab_size) + head.d2t.cpu()
+    to_draft = torch.full((head.cfg.vocab_size,), -100, dtype=torch.long)
+    to_draft[draft_ids] = torch.arange(head.cfg.draft_vocab_size)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    ((ids, aux, targets, valid),) = _batches(
+        examples, max(1, len(examples)), gen, to_draft.to(dev), dev
+    )
+    started = time.monotonic()
+    losses: list[float] = []
+    head.train()
+    for step in range(cfg.steps):
+        if step < cfg.warmup:
+            scale = (step + 1) / cfg.warmup
+        else:
+            frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+            scale = 0.1 + 0.45 * (1 + math.cos(math.pi * frac))
+        for group in opt.param_groups:
+            group["lr"] = lr * scale
+        loss = ttt_loss(head, ids, aux, targets, valid, cfg.ttt_steps, cfg.step_decay)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(float(loss.item()))
+        if not math.isfinite(losses[-1]) or losses[-1] <= cfg.stop_loss:
+            break
+    head.eval()
+    return {
+        "steps": len(losses),
+        "first_loss": losses[0],
+        "final_loss": losses[-1],
+        "seconds": time.monotonic() - started,
+        "loss_every_10": [round(v, 4) for v in losses[::10]],
+    }
+
+
+@dataclass
+class EnginePlan:
+    """What an engine-path fit takes from a suite: the served target and its server arguments,
+    the measured prompts (chat messages) and the sampling they are sent with."""
+
+    server_args: list[str]  # hf_server argv less host/port/draft/threads
+    target: str
+    target_identity: str | None
+    tokenizer: str
+    prompts: list[list[dict[str, str]]]
+    heldout: list[list[dict[str, str]]]
+    chat_kwargs: dict[str, Any]
+    max_tokens: int
+    ignore_eos: bool
+    k: int
+
+
+def engine_fit_plan(
+    suite: str, settings: dict[str, str] | None = None, method: str = "eagle3", heldout: int = 4
+) -> EnginePlan:
+    """The fit plan of a suite's EAGLE3 items (method name ``method``) on the transformers
+    engine: the first turns of every measured conversation, in the workload's request plan."""
+    from specperf import datasets
+    from specperf.config import load_suite
+    from specperf.engines.base import Devices
+    from specperf.engines.transformers import build_command
+    from specperf.errors import ConfigError
+    from specperf.modelid import model_identity
+    from specperf.workload import _messages, plan_requests
+
+    s = load_suite(suite, settings or {})
+    items = [it for it in s.items() if it.key.method == method]
+    if not items:
+        raise ConfigError(f"{suite}: no items of method {method!r}")
+    spec = items[0].spec
+    if spec.kind != "transformers" or spec.method != "eagle3":
+        raise ConfigError(
+            f"{suite}: {method} is {spec.kind}/{spec.method}, not transformers/eagle3"
+        )
+    argv = build_command(spec, 0, Devices())[3:]  # less python -m module
+    server_args: list[str] = []
+    skip = 0
+    for a in argv:
+        if skip:
+            skip -= 1
+        elif a in _DROP_ARGS:
+            skip = _DROP_ARGS[a]
+        elif a not in _DROP_FLAGS:
+            server_args.append(a)
+    samplings = {it.sampling for it in items}
+    if len(samplings) != 1:
+        raise ConfigError(f"{suite}: {method} items use several samplings; fit one at a time")
+    (sp,) = samplings
+    if sp.temperature > 0:
+        raise ConfigError(f"{suite}: the engine-path fit distils greedy continuations (temp 0)")
+    prompts: list[list[dict[str, str]]] = []
+    held: list[list[dict[str, str]]] = []
+    seen: set[str] = set()
+    for it in items:
+        name, path = it.key.dataset, it.dataset.path
+        if path and name not in datasets.list_datasets():
+            ds = datasets.load_dataset(path, tier=it.tier)
+        else:
+            ds = datasets.load_dataset(name, tier=it.tier, path=path)
+        plan, _order, _rep, unmeasured = plan_requests(
+            ds.items, it.workload.num_requests, it.workload.seed
+        )
+        for conv in plan:  # first turns only: later turns carry the engine's own answers
+            if f"{name}:{conv.item.id}" not in seen:
+                seen.add(f"{name}:{conv.item.id}")
+                prompts.append(
+                    [*_messages(conv.item), {"role": "user", "content": conv.item.turns[0]}]
+                )
+        warm = it.workload.warmup_requests
+        warm = max(1, it.workload.concurrency) if warm is None else warm
+        for w in unmeasured[warm : warm + heldout]:  # past the warm-up prompts
+            if len(held) < heldout:
+                held.append([*_messages(w), {"role": "user", "content": w.turns[0]}])
+    return EnginePlan(
+        server_args=server_args,
+        target=spec.model,
+        target_identity=model_identity(spec.model, items[0].model_revision),
+        tokenizer=spec.tokenizer or spec.model,
+        prompts=prompts,
+        heldout=held,
+        chat_kwargs={"enable_thinking": sp.thinking},
+        max_tokens=sp.max_tokens,
+        ignore_eos=sp.ignore_eos,
+        k=int(spec.num_speculative_tokens or 0),
+    )
+
+
+def _prompt_ids(plan: EnginePlan, tokenizer: Any) -> tuple[list[list[int]], list[list[int]]]:
+    from specperf.engines.hf_server import encode_chat
+
+    def enc(msgs: list[dict[str, str]]) -> list[int]:
+        return encode_chat(tokenizer, msgs, dict(plan.chat_kwargs))
+
+    return [enc(m) for m in plan.prompts], [enc(m) for m in plan.heldout]
+
+
+def engine_fit_digest(
+    plan: EnginePlan, head_shape: dict[str, Any], cfg: EngineFitConfig, tokenizer: Any
+) -> str:
+    """Recipe digest of an engine-path fit: target identity (never a path), the server
+    arguments (paths masked), the head's shape, the prompts' token ids, length and K, the fit's
+    knobs and version. It names the cache directory and is the head's identity in fingerprints
+    (``fit:<name>@<digest>``): what the fit is made FROM, not its weights' bytes."""
+    import hashlib
+
+    from specperf.modelid import portable
+
+    train, held = _prompt_ids(plan, tokenizer)
+    blob = {
+        "version": ENGINE_FIT_VERSION,
+        "target": plan.target_identity,
+        "server_args": [portable(a) for a in plan.server_args],
+        "head_shape": head_shape,
+        "prompts": hashlib.sha256(json.dumps([train, held]).encode()).hexdigest(),
+        "max_tokens": plan.max_tokens,
+        "ignore_eos": plan.ignore_eos,
+        "k": plan.k,
+        "fit": asdict(cfg),
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def collect_engine_path(
+    backend: Any, prompts: Sequence[list[int]], max_tokens: int, eos: set[int]
+) -> tuple[list[Example], list[list[int]]]:
+    """Greedy continuations of every prompt through ``backend`` (an ``Eagle3Backend``) and, per
+    position, the fused aux row its target step produced: the prompt's rows from the prefill,
+    each later position's from the verify step that committed it (row 0 of the block, or rows
+    0..m when m drafts were accepted). Example labels: the next token from the last prompt
+    position on (-1 before). Returns the examples and the continuations."""
+    runner, spec = backend.runner, backend.spec
+    served = runner.forward
+    last: dict[str, Any] = {}
+
+    def forward(ids: torch.Tensor, *, use_compiled: bool = False) -> Any:
+        start = runner.length
+        logits, aux = served(ids, use_compiled=use_compiled)
+        last["start"], last["aux"] = start, aux
+        return logits, aux
+
+    runner.forward = forward  # an instance attribute shadows the method
+    examples: list[Example] = []
+    conts: list[list[int]] = []
+    try:
+        for p in prompts:
+            n = len(p)
+            size = n + max_tokens + spec.k + 1
+            rows: list[torch.Tensor | None] = [None] * size
+            tokens: list[int] = []
+
+            def on_step(info: StepInfo, rows: list = rows, tokens: list = tokens) -> None:
+                start, aux = last["start"], last["aux"]
+                used = info.accepted + 1 if info.drafted else aux.shape[0]
+                for j in range(used):
+                    rows[start + j] = aux[j]
+                tokens.extend(info.tokens)
+
+            spec.generate(p, max_tokens, TokenSampler(Sampling(), backend.device), eos, on_step)
+            seq = list(p) + tokens
+            m = len(seq) - 1  # positions with a next token
+            missing = [i for i in range(m) if rows[i] is None]
+            if missing:
+                raise RuntimeError(
+                    f"engine-path collection: no aux row for positions {missing[:5]}"
+                )
+            with torch.inference_mode(False):
+                aux_rows = torch.stack([r.float() for r in rows[:m]]).clone()  # type: ignore[union-attr]
+                labels = torch.full((m,), -1, dtype=torch.long)
+                labels[n - 1 :] = torch.tensor(seq[n:], dtype=torch.long)
+                examples.append(
+                    Example(
+                        ids=torch.tensor(seq[:-1], dtype=torch.long), aux=aux_rows, labels=labels
+                    )
+                )
+            conts.append(tokens)
+    finally:
+        del runner.forward
+    return examples, conts
+
+
+def evaluate_engine_path(
+    backend: Any,
+    head: Eagle3Head,
+    prompts: Sequence[list[int]],
+    max_tokens: int,
+    eos: set[int],
+    expected: Sequence[list[int]] | None = None,
+) -> dict[str, Any]:
+    """Greedy EAGLE3 decoding with ``head`` on the backend's served target path: MAL and
+    per-position acceptance as the engine's counters count them, and how many continuations
+    equal ``expected`` (the collection's: the served path reproduces itself)."""
+    spec = Eagle3Speculator(
+        backend.runner, head, backend.spec.k, use_compiled=backend.spec.use_compiled, timing=False
+    )
+    k = spec.k
+    drafts = accepted = tokens = same = 0
+    per_pos = [0] * k
+    for i, p in enumerate(prompts):
+        out: list[int] = []
+
+        def on_step(info: StepInfo, out: list = out) -> None:
+            nonlocal drafts, accepted, tokens
+            out.extend(info.tokens)
+            tokens += len(info.tokens)
+            if info.drafted:
+                drafts += 1
+                accepted += info.accepted
+                for j in range(info.accepted):
+                    per_pos[j] += 1
+
+        spec.generate(p, max_tokens, TokenSampler(Sampling(), backend.device), eos, on_step)
+        same += int(expected is not None and out == list(expected[i]))
+    return {
+        "prompts": len(prompts),
+        "k": k,
+        "max_tokens": max_tokens,
+        "drafts": drafts,
+        "accepted": accepted,
+        "output_tokens": tokens,
+        "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
+        "per_position_acceptance": [a / drafts for a in per_pos] if drafts else None,
+        "continuations_equal_collection": same if expected is not None else None,
+    }
+
+
+@contextlib.contextmanager
+def deterministic_training(tf32: bool) -> Any:
+    """``torch.use_deterministic_algorithms(True)`` (warn-only: an op without a deterministic
+    implementation is recorded, not fatal — the yielded list gets the warnings), optional TF32;
+    the previous settings come back afterwards (the served path was compiled without them)."""
+    prev = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cuda.matmul.allow_tf32,
+    )
+    seen: list[str] = []
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield seen
+        seen.extend(sorted({str(w.message)[:300] for w in caught}))
+    finally:
+        torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
+        torch.backends.cuda.matmul.allow_tf32 = prev[2]
+
+
+def data_digests(model: Any, examples: Sequence[Example], conts: Sequence[list[int]]) -> dict:
+    """sha256 of the collected continuations, of the aux rows (fp32 bytes) and of a sample of
+    the target's weights (the first 65536 values of its embeddings, first and last parameter):
+    two fits of one recipe whose weights differ say here whether the target, the greedy tokens
+    or only the aux rows' low bits differed."""
+    import hashlib
+
+    def digest(chunks: Any) -> str:
+        h = hashlib.sha256()
+        for c in chunks:
+            h.update(c)
+        return h.hexdigest()
+
+    params = list(model.parameters())
+    sample = [model.get_input_embeddings().weight, params[0], params[-1]]
+    return {
+        "continuations": digest([json.dumps([list(c) for c in conts]).encode()]),
+        "aux": digest(e.aux.detach().float().cpu().numpy().tobytes() for e in examples),
+        "target_sample": digest(
+            t.detach().flatten()[:65536].float().cpu().numpy().tobytes() for t in sample
+        ),
+    }
+
+
+def _safe_digests(model: Any, examples: Sequence[Example], conts: Sequence[list[int]]) -> Any:
+    try:
+        return data_digests(model, examples, conts)
+    except Exception as exc:  # a diagnostic must not cost the fit
+        return f"failed: {exc!r}"[:300]
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 24), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fit_engine_head(
+    plan: EnginePlan,
+    head_shape: str | Path,
+    out: str | Path,
+    cfg: EngineFitConfig = EngineFitConfig(),
+    log: Any = None,
+) -> dict[str, Any]:
+    """Collect on the engine path, train (deterministic), save (published format, the served
+    dtype) + fit.json, evaluate MAL on the suite prompts and the held-out ones. Returns fit.json."""
+    import os
+
+    from specperf.eagle3.checkpoint import load_head
+    from specperf.eagle3.config import load_config
+    from specperf.engines import hf_server
+
+    def say(msg: str) -> None:
+        if log is not None:
+            print(msg, file=log, flush=True)
+
+    t0 = time.monotonic()
+    argv = [*plan.server_args, "--port", "0", "--draft-model", str(head_shape)]
+    args = hf_server.parse_args([*argv, "--draft-random-weights"])
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer, backend, loaded = hf_server.start_backend(args)
+    model = backend.model
+    t_start = time.monotonic() - t0
+    say(f"engine path up in {t_start:.1f}s: fast path {backend.fast_path}")
+    train_ids, held_ids = _prompt_ids(plan, tokenizer)
+    eos = set() if plan.ignore_eos else set(backend.eos)
+
+    t1 = time.monotonic()
+    examples, conts = collect_engine_path(backend, train_ids, plan.max_tokens, eos)
+    t_collect = time.monotonic() - t1
+    positions = sum(len(e.ids) for e in examples)
+    say(f"collected {len(examples)} continuations, {positions} positions in {t_collect:.1f}s")
+
+    mcfg = model.config
+    hcfg = load_config(head_shape, mcfg.num_hidden_layers)
+    vocab = pick_draft_vocab(examples, hcfg.draft_vocab_size, mcfg.vocab_size)
+    tries: list[dict[str, Any]] = []
+    best: tuple[Eagle3Head, dict[str, Any]] | None = None
+    for lr in (cfg.lr, *cfg.lr_fallbacks):
+        torch.manual_seed(cfg.seed)
+        head = new_head(hcfg, vocab, seed=cfg.seed).to(backend.device)
+        head.share_embeddings(model.get_input_embeddings())
+        with deterministic_training(cfg.tf32) as nondeterministic:
+            stats = train_full_batch(head, examples, cfg, lr)
+        stats = {"lr": lr, **stats, "nondeterministic_ops": nondeterministic}
+        tries.append(stats)
+        say(
+            f"trained {stats['steps']} steps at lr {lr:g} in {stats['seconds']:.1f}s; loss "
+            f"{stats['first_loss']:.3f} -> {stats['final_loss']:.3f}"
+        )
+        ok = math.isfinite(stats["final_loss"])
+        if ok and (best is None or stats["final_loss"] < best[1]["final_loss"]):
+            best = (head, stats)
+        del head
+        if ok and stats["final_loss"] < 0.9 * stats["first_loss"]:
+            break
+    if best is None:
+        raise RuntimeError(f"engine-path fit diverged at every lr: {tries}")
+    head, stats = best
+    dtype = next(model.parameters()).dtype
+    save_head(head, out, dtype=dtype)
+    del head
+    weights = Path(out) / "model.safetensors"
+    report: dict[str, Any] = {
+        "kind": "engine-path",
+        "version": ENGINE_FIT_VERSION,
+        "config": asdict(cfg),
+        "server_args": plan.server_args,
+        "target_identity": plan.target_identity,
+        "prompts": len(train_ids),
+        "heldout_prompts": len(held_ids),
+        "max_tokens": plan.max_tokens,
+        "positions": positions,
+        "fast_path": backend.fast_path,
+        "loaded": loaded,
+        "seconds": {
+            "start_engine_path": round(t_start, 2),
+            "collect": round(t_collect, 2),
+            "train": round(sum(t["seconds"] for t in tries), 2),
+        },
+        "lr": stats["lr"],
+        "steps": stats["steps"],
+        "first_loss": stats["first_loss"],
+        "final_loss": stats["final_loss"],
+        "tries": tries,
+        "nondeterministic_ops": sorted({w for t in tries for w in t["nondeterministic_ops"]}),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "weights_sha256": _sha256(weights),
+        # what the head was trained on, to tell where two fits of one recipe part ways
+        "data_sha256": _safe_digests(model, examples, conts),
+        "weights_bytes": weights.stat().st_size,
+        "versions": {"torch": torch.__version__, **loaded.get("versions", {})},
+        "evaluation": {},
+    }
+    try:
+        import transformers
+
+        report["versions"]["transformers"] = transformers.__version__
+    except ImportError:  # pragma: no cover - the fit needs transformers anyway
+        pass
+    if torch.cuda.is_available() and backend.device.type == "cuda":
+        report["device_name"] = torch.cuda.get_device_name(backend.device)
+    t2 = time.monotonic()
+    served = load_head(
+        out,
+        num_target_layers=mcfg.num_hidden_layers,
+        target_vocab_size=mcfg.vocab_size,
+        target_hidden_size=mcfg.hidden_size,
+        device=backend.device,
+        dtype=dtype,
+    )
+    for name, ids, expected in (("suite", train_ids, conts), ("held-out", held_ids, None)):
+        if ids:
+            ev = evaluate_engine_path(backend, served, ids, plan.max_tokens, eos, expected)
+            report["evaluation"][name] = ev
+            say(f"evaluation {name}: {json.dumps(ev)}")
+    report["seconds"]["evaluate"] = round(time.monotonic() - t2, 2)
+    report["seconds"]["total"] = round(time.monotonic() - t0, 2)
+    (Path(out) / "fit.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    return report
+
+
+def ensure_engine_fitted_head(
+    plan: EnginePlan,
+    head_shape: str | Path,
+    out_root: str | Path,
+    name: str,
+    cfg: EngineFitConfig = EngineFitConfig(),
+    log: Any = None,
+    digest_only: bool = False,
+) -> dict[str, Any]:
+    """The engine-path head for ``plan``, cached as ``<out_root>/<name>-<digest>`` (atomic,
+    under a file lock). Returns {path, digest, identity, cached, fit}."""
+    import os
+    import shutil
+
+    from filelock import FileLock
+    from transformers import AutoTokenizer
+
+    shape = json.loads((Path(head_shape) / "config.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(plan.tokenizer)
+    digest = engine_fit_digest(plan, shape, cfg, tokenizer)
+    root = Path(out_root)
+    out = root / f"{name}-{digest}"
+    info: dict[str, Any] = {
+        "path": str(out),
+        "digest": digest,
+        "identity": f"fit:{name}@{digest}",
+        "cached": (out / "fit.json").exists(),
+    }
+    if digest_only:
+        return info
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f".{out.name}.lock")):
+        if not (out / "fit.json").exists():
+            tmp = root / f".{out.name}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                fit_engine_head(plan, head_shape, tmp, cfg, log=log)
+                tmp.rename(out)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    info["fit"] = json.loads((out / "fit.json").read_text())
+    return info
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m specperf.eagle3.fit",
@@ -573,7 +1146,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--epochs", type=int, default=FitConfig.epochs)
     ap.add_argument("--threads", type=int, default=1)
+    eng = ap.add_argument_group(
+        "engine path (a suite's EAGLE3 item on the transformers engine, e.g. on a GPU)"
+    )
+    eng.add_argument("--suite", default=None, help="fit on this suite's engine path")
+    eng.add_argument("--setting", action="append", default=[], help="KEY=VALUE (repeatable)")
+    eng.add_argument("--method", default="eagle3", help="the suite's EAGLE3 method name")
+    eng.add_argument("--head-shape", type=Path, help="directory whose config.json is the head's")
+    eng.add_argument("--out-root", type=Path, help="cache folder (<name>-<digest> inside)")
+    eng.add_argument("--name", default="eagle3-fit")
+    eng.add_argument("--steps", type=int, default=EngineFitConfig.steps)
+    eng.add_argument("--lr", type=float, default=EngineFitConfig.lr)
+    eng.add_argument("--json", type=Path, default=None, help="write the result here too")
+    eng.add_argument("--digest-only", action="store_true", help="print the recipe digest only")
     args = ap.parse_args(argv)
+    if args.suite:
+        import os
+
+        settings = dict(kv.split("=", 1) for kv in args.setting)
+        ecfg = EngineFitConfig(steps=args.steps, lr=args.lr)
+        if not args.head_shape or not args.out_root:
+            ap.error("--suite needs --head-shape and --out-root")
+        plan = engine_fit_plan(args.suite, settings, args.method, ecfg.heldout)
+        if not args.digest_only:
+            # before CUDA starts: cuBLAS reads it once (the suite gives the engine the same)
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        info = ensure_engine_fitted_head(
+            plan, args.head_shape, args.out_root, args.name, ecfg, sys.stderr, args.digest_only
+        )
+        text = json.dumps(info, indent=2, default=str)
+        if args.json:
+            args.json.write_text(text + "\n")
+        print(text)
+        return 0
     if args.out is None:
         path = ensure_fitted_head(args.target, log=sys.stderr)
     else:

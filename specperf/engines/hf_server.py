@@ -536,17 +536,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    import transformers
-    from aiohttp import web
+def start_backend(args: argparse.Namespace) -> tuple[Any, Backend, dict[str, Any]]:
+    """Everything the server does before it listens: attention backends, tokenizer, model and
+    method, the compiled-vs-eager start-up check (also the warm-up). Shared with the EAGLE3 fit
+    on the engine path (specperf.eagle3.fit), which must see exactly the numerics served."""
     from transformers import AutoTokenizer
 
-    import specperf
-
-    started = time.monotonic()
     if args.sdpa_cudnn == "off" and torch.cuda.is_available():
         torch.backends.cuda.enable_cudnn_sdp(False)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
@@ -559,6 +554,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # peak memory of serving, not of the start-up check's fp32 twin
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+    return tokenizer, backend, loaded
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import transformers
+    from aiohttp import web
+
+    import specperf
+
+    started = time.monotonic()
+    tokenizer, backend, loaded = start_backend(args)
     counters = Counters(
         args.num_speculative_tokens,
         args.method in SPECULATIVE,

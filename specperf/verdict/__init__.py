@@ -25,6 +25,7 @@ The package follows the data flow, one job per module:
 - ``snapshot``: the ``suite.json`` policies a folder is judged with;
 - ``noise``: figures from repeats (median, per-start values, intervals);
 - ``gates``: one item against its baseline entry; ``quarantine``: known issues;
+- ``spread``: which baseline starts pool into an item's spread (same engine config);
 - ``rules`` / ``guard_checks``: same-run rules; ``engine_wide``: the engine-wide check and alpha;
 - ``outcome``: checks → pytest outcome; ``judge``: whole folders; ``table``; ``cli``.
 
@@ -77,12 +78,20 @@ from specperf.verdict.snapshot import (
     read_suite_snapshot,
     rules_from_snapshot,
 )
+from specperf.verdict.spread import (
+    ENGINE_FINGERPRINT_FIELDS,
+    config_key,
+    config_siblings,
+    config_spread,
+    spread_peers,
+)
 from specperf.verdict.table import STATUS_ORDER, TABLE_COLUMNS, format_table, table_rows
 
 __all__ = [
     "BOOTSTRAP_LEVEL",
     "BOOTSTRAP_RESAMPLES",
     "DEFAULT_MIN_DURATION_S",
+    "ENGINE_FINGERPRINT_FIELDS",
     "ENGINE_WIDE_METRICS",
     "EPS",
     "LATENCY_PREFIXES",
@@ -103,6 +112,9 @@ __all__ = [
     "bootstrap_interval",
     "check_alpha",
     "compare",
+    "config_key",
+    "config_siblings",
+    "config_spread",
     "delivery_bound",
     "engine_wide_checks",
     "evaluate_item",
@@ -122,6 +134,7 @@ __all__ = [
     "rules_from_snapshot",
     "run",
     "run_checks",
+    "spread_peers",
     "summary_counts",
     "summary_line",
     "table_rows",

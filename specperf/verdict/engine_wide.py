@@ -72,7 +72,7 @@ def engine_wide_checks(
                 direction=pol.direction,
                 interval=d.interval,
                 interval_method="95 % t interval of the geometric-mean ratio",
-                reason=d.reason if d.ratio is None else f"{d.reason}; {d.describe()}",
+                reason=d.describe(),
                 rule="engine-wide",
                 gated=len(groups) >= 2,
             )
@@ -85,9 +85,8 @@ def check_alpha(
     items: int,
     engines: int,
     run_alpha: float = stats.DEFAULT_RUN_ALPHA,
-) -> float:
-    """The per-check level: the run's false-alarm budget over its gated statistical checks
-    (items x gated metrics, plus the engine-wide checks)."""
+) -> stats.AlphaSplit:
+    """The per-check levels: the run's false-alarm budget split over its gated statistical
+    checks (items x gated metrics; the engine-wide checks) by ``stats.split_alpha``."""
     gated = sum(1 for p in policies.values() if p.gate != "never")
-    n = items * gated + engines * len(ENGINE_WIDE_METRICS)
-    return stats.per_check_alpha(run_alpha, n)
+    return stats.split_alpha(run_alpha, items * gated, engines * len(ENGINE_WIDE_METRICS))

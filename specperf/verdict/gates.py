@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from specperf import stats
@@ -15,6 +15,7 @@ from specperf.config import LENGTH_METRIC, KnownIssue, MetricPolicy
 from specperf.verdict.checks import EPS, Check, Status, compare, join
 from specperf.verdict.quarantine import quarantine
 from specperf.verdict.results import ItemResult, figure
+from specperf.verdict.spread import config_spread
 
 
 def run_checks(result: ItemResult, max_failed_fraction: float = 0.0) -> list[Check]:
@@ -102,9 +103,12 @@ def evaluate_item(
     alpha: float = stats.DEFAULT_RUN_ALPHA,
     missing_reason: str | None = None,
     min_duration_s: float | None = None,
+    siblings: Sequence[BaselineEntry] = (),
 ) -> list[Check]:
     """Every check of one item against its baseline entry (None: missing). ``alpha`` is the
-    per-check level of the statistical decisions; ``missing_reason`` says why no entry exists
+    per-check level of the statistical decisions; ``siblings`` are the baseline entries of the
+    same engine config (``config_siblings``), whose starts pool into the start-to-start
+    spread; ``missing_reason`` says why no entry exists
     (e.g. no baseline file for this hardware profile); speeds of an item that lasted less than
     ``min_duration_s`` (default: the item's own workload setting, else 5 s) are not judged."""
     key = result.key
@@ -222,7 +226,7 @@ def evaluate_item(
             c.reason = short
             checks.append(c)
             continue
-        _decide(c, metric, pol, entry, fig, measured, alpha)
+        _decide(c, metric, pol, entry, fig, measured, alpha, siblings)
         checks.append(quarantine(c, issues, key, today))
     return checks
 
@@ -235,13 +239,17 @@ def _decide(
     fig: Mapping[str, Any],
     measured: float,
     alpha: float,
+    siblings: Sequence[BaselineEntry] = (),
 ) -> None:
     """Set ``c``'s status from the per-start statistics (or a point comparison where the suite
     declares the metric deterministic and the baseline has fewer starts than a spread needs)."""
     base = entry.start_values(metric)
     current = [float(v) for v in (fig.get("starts") or [measured]) if v is not None]
     if len(base) >= stats.MIN_BASELINE_STARTS:
-        d = stats.decide(current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha)
+        spread = config_spread(entry, siblings, metric)
+        d = stats.decide(
+            current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha, spread=spread
+        )
         if d.ratio is None or d.regressed is None:
             c.status = "not_evaluated"
             c.reason = join(c.reason, d.reason)

@@ -23,6 +23,7 @@ from specperf.verdict.snapshot import (
     read_suite_snapshot,
     rules_from_snapshot,
 )
+from specperf.verdict.spread import config_siblings
 
 
 @dataclass
@@ -91,12 +92,13 @@ def evaluate_results(
                 known_issues=issues,
                 max_failed_fraction=max_failed,
                 today=today,
-                alpha=alpha,
+                alpha=alpha.item,
                 missing_reason=missing,
+                siblings=config_siblings(baselines, results[k].key),
             )
         )
     checks.extend(evaluate_rules(rules, results, known_issues=issues, today=today))
-    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha))
+    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha.engine_wide))
     return Verdict(checks, results)
 
 

@@ -66,3 +66,48 @@ def test_every_stored_metric_can_fail_or_says_why() -> None:
                 why = bl.cannot_fail(name, m.value, m.direction)
                 if why and entry.provenance.get("source") == "measured":
                     assert m.report_only or path.name in KNOWN_STALE, (path.name, key, name, why)
+
+
+def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
+    """baselines/nvidia-h200x1.json was made on three H200s from configs that
+    scripts/gpu_run.py writes (random weights: the fingerprint holds the configs' content
+    digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
+    Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
+    would leave the file stale fails here (re-make it: docs/transformers.md, issue 14 part 2)."""
+    import sys
+
+    from specperf.eagle3 import fit
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_run
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    suite_path = str(ROOT / "specperf" / "suites" / "h200-transformers.toml")
+    gpu_run.build_models(tmp_path, "qwen3-8b")
+    settings = {"models_dir": str(tmp_path), "device": "cuda"}
+    plan = fit.engine_fit_plan(suite_path, settings)
+    head = fit.ensure_engine_fitted_head(
+        plan, tmp_path / gpu_run.SHAPE_HEAD, tmp_path, gpu_run.FIT_NAME, digest_only=True
+    )
+    suite = load_suite(suite_path, {**settings, "eagle3_head_revision": head["identity"]})
+    bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h200x1.json")
+    assert bf.hardware_profile == "nvidia-h200x1"
+    keys = set()
+    for item in suite.items():
+        fp = item.fingerprint_base()
+        fp["dataset_version"] = datasets.load_dataset(item.key.dataset, tier=item.tier).version
+        entry = bf.entries[item.key.as_str()]
+        assert not bl.fingerprint_diff(entry.fingerprint, fp), bl.fingerprint_diff(
+            entry.fingerprint, fp
+        )
+        keys.add(item.key.as_str())
+        # >= 3 engine starts per metric (MIN_BASELINE_STARTS), from more than one GPU
+        for name, m in entry.metrics.items():
+            assert len(m.starts or []) >= 3, name
+            assert len({s.get("gpu_uuid") for s in m.starts or []}) >= 2, name
+    assert keys == set(bf.entries)
+    mal = bf.entries["qwen3-8b-shape/transformers/eagle3/gsm8k/c1/greedy"].metrics[
+        "mean_acceptance_length"
+    ]
+    assert mal.value > 1.5 and not mal.report_only  # a gate that can fail

@@ -100,3 +100,55 @@ def test_engine_wide_counts_items_of_one_engine_start_once():
     )
     assert independent.p_value < shared.p_value
     assert "12 items on 4 engine start group(s)" in shared.reason
+
+
+def test_split_alpha_is_weighted_bonferroni():
+    """Half the run's budget to the engine-wide checks, half to the items; the sum of all
+    per-check levels never exceeds the run's budget."""
+    a = stats.split_alpha(0.01, 60, 2)
+    assert a.item == pytest.approx(0.005 / 60)
+    assert a.engine_wide == pytest.approx(0.0025)
+    assert 60 * a.item + 2 * a.engine_wide == pytest.approx(0.01)
+    assert stats.split_alpha(0.01, 60, 0).item == pytest.approx(0.01 / 60)
+    assert stats.split_alpha(0.01, 0, 4).engine_wide == pytest.approx(0.0025)
+
+
+def test_engine_wide_level_sees_an_8_percent_slowdown_the_equal_share_level_misses():
+    """Four engine configs (units) of three items, 8 baseline starts each with ~4 % spread,
+    tonight every item 8 % slower: p ~ 0.0006 — red at the engine-wide level of the split
+    (0.0025), not at the old equal share of 62 checks (0.00016). The reason for the split."""
+    spread = [1 + 1.5 * (x - 1) for x in [1.0, 1.03, 0.97, 1.02, 0.98, 1.04, 0.96, 1.0]]
+    groups, units = [], []
+    for cfg in range(4):
+        for item in range(3):
+            base = [100.0 * (1 + 0.1 * item) * s for s in spread]
+            cur = [100.0 * (1 + 0.1 * item) * 0.92 * (1.0 + 0.005 * (cfg - 1.5))]
+            groups.append((cur, base))
+            units.append(f"cfg{cfg}")
+    a = stats.split_alpha(0.01, 60, 2)
+    new = stats.engine_wide(groups, "higher", min_effect=0.05, alpha=a.engine_wide, units=units)
+    old = stats.engine_wide(groups, "higher", min_effect=0.05, alpha=0.01 / 62, units=units)
+    assert new.ratio == pytest.approx(0.92, rel=0.01)
+    assert new.regressed and not old.regressed
+
+
+def test_pooled_spread_adds_degrees_of_freedom_of_every_group():
+    sd, df = stats.pooled_spread([[100, 102, 98], [50, 51, 49, 50], [7.0]])
+    assert df == 2 + 3
+    assert 0.01 < sd < 0.03
+    assert stats.pooled_spread([[5.0]]) == (0.0, 0)
+
+
+def test_a_spread_pooled_over_an_engine_configs_items_sees_what_one_item_alone_cannot():
+    """Six baseline starts with ~2.3 % spread, tonight 15 % slower, item level 0.005 / 60:
+    one item's own 5 df give a t quantile of ~9.7 and miss it (p 0.0005); the spread pooled
+    over three items of the config (15 df) sees it (p 3e-6). An unchanged start stays green."""
+    base = [100.0, 103.0, 97.5, 101.0, 98.0, 102.5]
+    alpha = 0.005 / 60
+    own = stats.decide([85.0], base, "higher", min_effect=0.05, alpha=alpha)
+    spread = stats.pooled_spread([base, [x * 3 for x in base[::-1]], [x * 5 for x in base]])
+    pooled = stats.decide([85.0], base, "higher", min_effect=0.05, alpha=alpha, spread=spread)
+    assert not own.regressed and pooled.regressed
+    assert "pooled over 15 df" in pooled.describe()
+    same = stats.decide([99.0], base, "higher", min_effect=0.05, alpha=alpha, spread=spread)
+    assert not same.regressed

@@ -3,6 +3,7 @@ intervals, outcomes and the `specperf verdict` command."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -673,3 +674,37 @@ def test_another_cpu_profile_is_green_with_no_baseline_lines_and_red_when_strict
         vd.ItemResult(s), entry, suite.metrics, hardware_profile="cpu-amd-epyc-avx2-2c"
     )
     assert by_metric(on_avx2)["mean_acceptance_length"].status == "fail"
+
+
+def test_item_spread_is_pooled_over_its_engine_configs_siblings_only():
+    """Items of one engine config (same model/engine/method/sampling and engine fingerprint)
+    share each engine start, so their log spreads pool; another dataset's entry of the same
+    config is a sibling, another method's is not, nor one whose engine fingerprint differs."""
+    pol = dict(POL)
+    pol["output_throughput_tok_s"] = MetricPolicy(
+        "output_throughput_tok_s", "higher", 0.05, "measured", True, True
+    )
+    starts = [100.0, 103.0, 97.5, 101.0, 98.0, 102.5]
+    me = base_entry(tok_starts=starts)
+    sib = base_entry(tok_starts=[x * 2 for x in starts[::-1]])
+    sib.key = dataclasses.replace(KEY, dataset="humaneval")
+    other = base_entry(tok_starts=[x * 3 for x in starts])
+    other.key = dataclasses.replace(KEY, method="native")
+    moved = base_entry(tok_starts=[x * 4 for x in starts], fp={**FP, "model": "other@1"})
+    moved.key = dataclasses.replace(KEY, concurrency=16)
+    bf = bl.BaselineFile(Path("<mem>"))
+    for e in (me, sib, other, moved):
+        bf.entries[e.key.as_str()] = e
+    assert vd.config_siblings(bf, KEY) == [me, sib, moved]
+    assert vd.config_spread(me, vd.config_siblings(bf, KEY), "output_throughput_tok_s")[1] == 10
+    res = vd.ItemResult(summary(tok_s=86.0))
+    alone = by_metric(vd.evaluate_item(res, me, pol, hardware_profile="hw", alpha=0.005 / 60))
+    pooled = by_metric(
+        vd.evaluate_item(
+            res, me, pol, hardware_profile="hw", alpha=0.005 / 60,
+            siblings=vd.config_siblings(bf, KEY),
+        )
+    )
+    assert alone["output_throughput_tok_s"].status == "pass"
+    assert pooled["output_throughput_tok_s"].status == "fail"
+    assert "spread pooled over 10 df" in pooled["output_throughput_tok_s"].reason
