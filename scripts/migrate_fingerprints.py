@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specperf.baselines import fingerprint_digest  # noqa: E402
-from specperf.dotted import flatten as _flatten  # noqa: E402
 from specperf.config import load_suite  # noqa: E402
+from specperf.dotted import flatten as _flatten  # noqa: E402
 from specperf.modelid import model_identity  # noqa: E402
 
 CHANGED = ("model", "topology.draft_model")
