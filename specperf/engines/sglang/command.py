@@ -10,7 +10,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from specperf.engines.base import NATIVE, Devices, EngineSpec, reject_extra_args, value_flags
-from specperf.engines.sglang.versions import ALGORITHMS, LAUNCH_MODULE, SERVE_CLI_SINCE
+from specperf.engines.sglang.versions import LAUNCH_MODULE, SERVE_CLI_SINCE, algorithm
 from specperf.errors import ConfigError
 
 # flags specperf sets itself (the spec's fields); repeating them in extra_args would override
@@ -57,12 +57,7 @@ def topology(spec: EngineSpec) -> Topology | None:
     if spec.method == NATIVE:
         return None
     where = f"engine {spec.label!r}"
-    algo = ALGORITHMS.get(spec.method)
-    if algo is None:
-        raise ConfigError(
-            f"{where}: method {spec.method!r} is not one SGLang runs "
-            f"({', '.join([NATIVE, *ALGORITHMS])})"
-        )
+    algo = algorithm(spec)
     k = spec.num_speculative_tokens
     if k is None or k < 1:
         raise ConfigError(f"{where}: method {spec.method} needs num_speculative_tokens (K) ≥ 1")

@@ -94,17 +94,24 @@ def spec_version(spec: EngineSpec) -> Version | None:
     return parse_version(installed_version(spec.python or sys.executable))
 
 
+def algorithm(spec: EngineSpec) -> str:
+    """SGLang's ``--speculative-algorithm`` for a speculative spec (one message for a method
+    SGLang does not run, wherever it is found first: the version check or the command)."""
+    algo = ALGORITHMS.get(spec.method)
+    if algo is None:
+        raise ConfigError(
+            f"engine {spec.label!r}: method {spec.method!r} is not one SGLang runs "
+            f"({', '.join([NATIVE, *ALGORITHMS])})"
+        )
+    return algo
+
+
 def check_supported(spec: EngineSpec, version: Version | None) -> None:
     """Fail fast when the method is not one SGLang runs or the installed version lacks it."""
     where = f"engine {spec.label!r}"
     if spec.method == NATIVE:
         return
-    algo = ALGORITHMS.get(spec.method)
-    if algo is None:
-        raise ConfigError(
-            f"{where}: method {spec.method!r} is not one SGLang runs "
-            f"({', '.join([NATIVE, *ALGORITHMS])})"
-        )
+    algo = algorithm(spec)
     if version is None:
         raise ConfigError(
             f"{where}: cannot tell which SGLang version runs (no sglang package for "
