@@ -339,7 +339,8 @@ def _batches(
 
 
 def train(head: Eagle3Head, examples: Sequence[Example], cfg: FitConfig) -> dict[str, Any]:
-    """AdamW over the head (embeddings excluded) until ``epochs`` or ``time_budget_s``."""
+    """AdamW over the head (embeddings excluded) for ``epochs``; exceeding ``time_budget_s``
+    is an error, not an early stop (the head's identity is its recipe, not the clock)."""
     gen = torch.Generator().manual_seed(cfg.seed)
     params = [p for n, p in head.named_parameters() if not n.startswith("embed_tokens")]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -368,10 +369,15 @@ def train(head: Eagle3Head, examples: Sequence[Example], cfg: FitConfig) -> dict
             losses.append(float(loss.item()))
             steps += 1
             if time.monotonic() - started > cfg.time_budget_s:
-                break
-        else:
-            continue
-        break
+                # Never store a head trained for fewer steps under the same recipe digest: its
+                # bits (and MAL) would depend on the machine's speed, not on the recipe.
+                from specperf.errors import SpecperfError
+
+                raise SpecperfError(
+                    f"EAGLE3 fit: {steps} of {total_steps} steps took longer than the "
+                    f"{cfg.time_budget_s:.0f} s safety cap; the head would depend on this "
+                    "machine's speed, so none is stored (a starved or very slow machine?)"
+                )
     head.eval()
     return {
         "steps": steps,

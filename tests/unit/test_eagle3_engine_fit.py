@@ -265,3 +265,29 @@ def test_data_digests_tell_tokens_aux_and_target_apart() -> None:
     with torch.no_grad():
         target.embed.weight[0, 0] += 1
     assert fit.data_digests(target, ex, [[1, 2, 3]])["target_sample"] != base["target_sample"]
+
+
+def test_a_cpu_fit_that_hits_its_time_cap_is_refused_not_stored_early() -> None:
+    """The head's identity is its recipe digest: a fit cut short by the wall clock (a starved
+    machine) would store other bits under the same digest, so it must raise instead."""
+    from specperf.errors import SpecperfError
+
+    cfg = Eagle3Config(
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        vocab_size=50,
+        draft_vocab_size=20,
+        aux_layer_ids=(1, 2, 3),
+        target_hidden_size=32,
+    )
+    torch.manual_seed(0)
+    head = new_head(cfg, torch.arange(20), seed=0)
+    head.share_embeddings(torch.nn.Embedding(50, 32))
+    ids = torch.randint(0, 20, (24,))
+    labels = torch.cat([torch.full((4,), -1), ids[5:], torch.randint(0, 20, (1,))])
+    examples = [fit.Example(ids=ids, aux=torch.randn(24, 96), labels=labels)]
+    with pytest.raises(SpecperfError, match="safety cap"):
+        fit.train(head, examples, fit.FitConfig(epochs=3, time_budget_s=-1.0))
