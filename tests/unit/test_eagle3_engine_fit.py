@@ -53,7 +53,8 @@ def test_manual_cross_entropy_equals_torch_with_ignored_labels() -> None:
     assert float(fit.cross_entropy(logits, labels).detach()) == float(want.detach())
 
 
-def test_full_batch_training_memorises_and_stops_early() -> None:
+def _tiny_head_and_examples(n: int) -> tuple[Any, list[fit.Example]]:
+    """A 32-wide head over a 50-token vocabulary and ``n`` random 24-token examples."""
     cfg = Eagle3Config(
         hidden_size=32,
         intermediate_size=64,
@@ -69,10 +70,15 @@ def test_full_batch_training_memorises_and_stops_early() -> None:
     head = new_head(cfg, torch.arange(20), seed=0)
     head.share_embeddings(torch.nn.Embedding(50, 32))
     examples = []
-    for _ in range(3):
+    for _ in range(n):
         ids = torch.randint(0, 20, (24,))
         labels = torch.cat([torch.full((4,), -1), ids[5:], torch.randint(0, 20, (1,))])
         examples.append(fit.Example(ids=ids, aux=torch.randn(24, 96), labels=labels))
+    return head, examples
+
+
+def test_full_batch_training_memorises_and_stops_early() -> None:
+    head, examples = _tiny_head_and_examples(3)
     ecfg = fit.EngineFitConfig(steps=300, lr=1e-2, warmup=5, stop_loss=0.05)
     stats = fit.train_full_batch(head, examples, ecfg, ecfg.lr)
     assert stats["final_loss"] <= 0.05 < stats["first_loss"]
@@ -272,22 +278,6 @@ def test_a_cpu_fit_that_hits_its_time_cap_is_refused_not_stored_early() -> None:
     machine) would store other bits under the same digest, so it must raise instead."""
     from specperf.errors import SpecperfError
 
-    cfg = Eagle3Config(
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        vocab_size=50,
-        draft_vocab_size=20,
-        aux_layer_ids=(1, 2, 3),
-        target_hidden_size=32,
-    )
-    torch.manual_seed(0)
-    head = new_head(cfg, torch.arange(20), seed=0)
-    head.share_embeddings(torch.nn.Embedding(50, 32))
-    ids = torch.randint(0, 20, (24,))
-    labels = torch.cat([torch.full((4,), -1), ids[5:], torch.randint(0, 20, (1,))])
-    examples = [fit.Example(ids=ids, aux=torch.randn(24, 96), labels=labels)]
+    head, examples = _tiny_head_and_examples(1)
     with pytest.raises(SpecperfError, match="safety cap"):
         fit.train(head, examples, fit.FitConfig(epochs=3, time_budget_s=-1.0))
