@@ -24,6 +24,25 @@ def read_suite_snapshot(dirs: Iterable[Path | str]) -> dict[str, Any] | None:
     return None
 
 
+def selected_from_snapshots(dirs: Iterable[Path | str]) -> set[str] | None:
+    """The item keys the run(s) selected (``selected`` in each ``suite.json``; shards: the
+    union), or None when a folder does not say (older results: every missing reference is then
+    treated as a failure to measure)."""
+    out: set[str] = set()
+    for d in dirs:
+        p = Path(d) / SUITE_SNAPSHOT
+        if not p.is_file():
+            return None
+        try:
+            sel = json.loads(p.read_text(encoding="utf-8")).get("selected")
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}: not valid JSON ({exc.msg})") from None
+        if not isinstance(sel, list):
+            return None
+        out.update(str(k) for k in sel)
+    return out
+
+
 def policies_from_snapshot(snap: Mapping[str, Any] | None) -> dict[str, MetricPolicy]:
     if not snap or not snap.get("metrics"):
         return dict(DEFAULT_METRICS)

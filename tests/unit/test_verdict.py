@@ -335,6 +335,37 @@ def test_speedup_rule():
     assert nothing[0].status == "not_evaluated" and "no measured item" in nothing[0].reason
 
 
+def test_a_rule_whose_reference_the_run_did_not_select_is_report_only_not_a_failure():
+    """`--method eagle3 --strict-baselines` leaves native out: the speedup and lossless rules
+    cannot be judged, which is the run's scope (report-only), not a failure to measure; a
+    native that was selected but produced nothing stays a gated not-evaluated."""
+    r = rules(
+        {"kind": "speedup", "method": "eagle3", "min": 1.3, "id": "s"},
+        {"kind": "guard", "guard": "greedy_match", "method": "eagle3", "id": "g"},
+    )
+    res = results(summary(tok_s=60.0))
+    left_out = vd.evaluate_rules(r, res, selected=[KEY.as_str()])
+    assert [(c.status, c.gated) for c in left_out] == [("not_evaluated", False)] * 2
+    assert all("not selected in this run" in c.reason for c in left_out)
+    assert vd.gated_not_evaluated(left_out) == []
+    assert vd.outcome(left_out, strict=True).status == "pass"
+    chosen = vd.evaluate_rules(r, res, selected=[KEY.as_str(), KEY.native().as_str()])
+    assert [(c.status, c.gated) for c in chosen] == [("not_evaluated", True)] * 2
+    assert vd.outcome(chosen, strict=True).status == "fail"
+    unknown = vd.evaluate_rules(r, res)  # older results folders say nothing: as before
+    assert [(c.status, c.gated) for c in unknown] == [("not_evaluated", True)] * 2
+
+
+def test_selection_is_read_from_the_snapshots_and_shards_add_up(tmp_path):
+    a, b, old = tmp_path / "a", tmp_path / "b", tmp_path / "old"
+    for d, sel in ((a, ["k1"]), (b, ["k2"]), (old, None)):
+        d.mkdir()
+        snap = {"name": "s"} if sel is None else {"name": "s", "selected": sel}
+        (d / vd.SUITE_SNAPSHOT).write_text(json.dumps(snap))
+    assert vd.selected_from_snapshots([a, b]) == {"k1", "k2"}
+    assert vd.selected_from_snapshots([a, old]) is None
+
+
 def test_cross_engine_rule():
     sk = ItemKey("m", "sglang", "eagle3", "mt-bench", 4, "greedy")
     r = rules(
