@@ -322,6 +322,7 @@ def _parse_workload(r: _Reader) -> tuple[WorkloadSpec, int | None]:
         prefix_cache=r.choice("prefix_cache", ("reset", "disabled", "keep"), default="reset"),
         max_failed_fraction=r.get("max_failed_fraction", float, default=0.0),
         min_duration_s=r.get("min_duration_s", float, default=base.min_duration_s),
+        min_baseline_days=r.get("min_baseline_days", int, default=base.min_baseline_days),
     )
     warmup = r.get("warmup_requests", int)
     r.check_unknown([])

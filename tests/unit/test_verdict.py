@@ -91,6 +91,8 @@ def base_entry(
         provenance={"engine_version": version},
         hardware_profile=profile,
     )
+    for i, start in enumerate(e.metrics["output_throughput_tok_s"].starts or []):
+        start["date"] = f"2026-11-{20 + i % 2}T21:00:00Z"  # made over two days: a speed gate
     e.known_issue = known
     return e
 
@@ -364,6 +366,35 @@ def test_selection_is_read_from_the_snapshots_and_shards_add_up(tmp_path):
         (d / vd.SUITE_SNAPSHOT).write_text(json.dumps(snap))
     assert vd.selected_from_snapshots([a, b]) == {"k1", "k2"}
     assert vd.selected_from_snapshots([a, old]) is None
+
+
+def test_a_speed_baseline_from_one_day_reports_instead_of_gating():
+    """Starts made in one afternoon know that afternoon's host state only (the unchanged main
+    job ran 21 % slower 3.5 h after its baseline): speed is report-only, with the reason and
+    the way out, until the starts span [workload] min_baseline_days (default 2) days; MAL
+    still gates; a release-watch pinned run (same window) gates at once."""
+    one_day = base_entry()
+    for start in one_day.metrics["output_throughput_tok_s"].starts:
+        start["date"] = "2026-12-01T16:00:00Z"
+    slow = summary(tok_s=70.0, mal=2.0)
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), one_day, POL, hardware_profile="hw"))
+    tok = by["output_throughput_tok_s"]
+    assert (tok.status, tok.gated) == ("not_evaluated", False)
+    assert "baseline starts from 1 day(s) (2026-12-01)" in tok.reason
+    assert "--update-baselines" in tok.reason
+    assert by["mean_acceptance_length"].status == "fail"
+    one_day_ok = dict(slow, workload={"min_baseline_days": 1})
+    by = by_metric(vd.evaluate_item(vd.ItemResult(one_day_ok), one_day, POL, hardware_profile="hw"))
+    assert by["output_throughput_tok_s"].status == "fail"
+    one_day.provenance["same_window"] = True
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), one_day, POL, hardware_profile="hw"))
+    assert by["output_throughput_tok_s"].status == "fail"
+    assert (
+        by_metric(vd.evaluate_item(vd.ItemResult(slow), base_entry(), POL, hardware_profile="hw"))[
+            "output_throughput_tok_s"
+        ].status
+        == "fail"
+    )  # two days: gated
 
 
 def test_cross_engine_rule():
@@ -732,7 +763,11 @@ def test_item_spread_is_pooled_over_its_engine_configs_siblings_only():
     alone = by_metric(vd.evaluate_item(res, me, pol, hardware_profile="hw", alpha=0.005 / 60))
     pooled = by_metric(
         vd.evaluate_item(
-            res, me, pol, hardware_profile="hw", alpha=0.005 / 60,
+            res,
+            me,
+            pol,
+            hardware_profile="hw",
+            alpha=0.005 / 60,
             siblings=vd.config_siblings(bf, KEY),
         )
     )
