@@ -29,15 +29,14 @@ from typing import Any
 
 from filelock import FileLock
 
+from specperf.baseline_schema import SCHEMA, SOURCES, TOLERANCE_SOURCES, BaselineFileSchema
 from specperf.config import ItemKey, KnownIssue, MetricPolicy, Rule
 from specperf.dotted import flatten
 from specperf.errors import ConfigError
 from specperf.fileio import runtime_dir
 from specperf.fileio import write_text_atomic as write_atomic
+from specperf.validation import validate
 
-SCHEMA = 1
-SOURCES = ("measured", "seed-note")
-TOLERANCE_SOURCES = ("suite", "measured", "seed-note")
 # Used by the nightly drift check (specperf.history): max(suite tolerance, t(0.995, n-1) ×
 # sqrt(1 + 1/n) × CV), the half-width of a two-sided 99 % prediction interval for ONE new night.
 MIN_REPEATS_FOR_TOLERANCE = 3
@@ -204,142 +203,26 @@ def load_baselines(path: Path | str) -> BaselineFile:
 
 
 def parse_baselines(data: Any, path: Path) -> BaselineFile:
-    def err(where: str, problem: str) -> ConfigError:
-        return ConfigError(f"{path}: {where}: {problem}")
-
+    """A baseline file's parsed JSON → BaselineFile, validated by ``BaselineFileSchema``."""
     if not isinstance(data, dict):
-        raise err("<top>", "expected a JSON object")
-    schema = data.get("schema", SCHEMA)
-    if schema != SCHEMA:
-        raise err("schema", f"unsupported schema {schema!r} (this specperf reads {SCHEMA})")
-    unknown = set(data) - {"schema", "hardware_profile", "description", "entries", "rules"}
-    if unknown:
-        raise err(sorted(unknown)[0], "unknown top-level key")
-    entries_raw = data.get("entries", {})
-    if not isinstance(entries_raw, dict):
-        raise err("entries", "expected an object keyed model/engine/method/dataset/c<N>/sampling")
-    out = BaselineFile(
-        path,
-        hardware_profile=data.get("hardware_profile"),
-        description=data.get("description", ""),
-    )
-    for key_str, raw in entries_raw.items():
-        where = f"entries.{key_str}"
-        try:
-            key = ItemKey.parse(key_str)
-        except ConfigError as exc:
-            raise err(where, str(exc)) from None
-        if not isinstance(raw, dict):
-            raise err(where, "expected an object")
-        metrics_raw = raw.get("metrics")
-        if not isinstance(metrics_raw, dict) or not metrics_raw:
-            raise err(f"{where}.metrics", "missing or empty")
-        metrics = {}
-        for name, m in metrics_raw.items():
-            metrics[name] = _parse_metric(m, f"{where}.metrics.{name}", err)
-        prov = raw.get("provenance")
-        if not isinstance(prov, dict):
-            raise err(f"{where}.provenance", "missing (engine version, date, source, ...)")
-        if prov.get("source") not in SOURCES:
-            raise err(f"{where}.provenance.source", f"must be one of {', '.join(SOURCES)}")
-        if prov.get("source") == "seed-note" and not prov.get("how_measured"):
-            raise err(
-                f"{where}.provenance.how_measured",
-                "seed-note figures must say how they were measured",
-            )
-        fp = raw.get("fingerprint")
-        if not isinstance(fp, dict):
-            raise err(f"{where}.fingerprint", "missing")
-        known = None
-        if raw.get("known_issue") is not None:
-            known = _parse_known_issue(raw["known_issue"], f"{where}.known_issue", err)
-        extra = set(raw) - {
-            "key",
-            "metrics",
-            "provenance",
-            "fingerprint",
-            "fingerprint_digest",
-            "known_issue",
-        }
-        if extra:
-            raise err(f"{where}.{sorted(extra)[0]}", "unknown key")
-        out.entries[key_str] = BaselineEntry(key, metrics, prov, fp, known)
-    rules_raw = data.get("rules", [])
-    if not isinstance(rules_raw, list):
-        raise err("rules", "expected a list of rule objects")
-    if rules_raw:
+        raise ConfigError(f"{path}: <top>: expected a JSON object")
+    f = validate(BaselineFileSchema, data, str(path), table="an object")
+    out = BaselineFile(path, hardware_profile=f.hardware_profile, description=f.description)
+    for key_str, e in f.entries.items():
+        assert e.metrics is not None and e.provenance is not None and e.fingerprint is not None
+        out.entries[key_str] = BaselineEntry(
+            ItemKey.parse(key_str),
+            {name: BaselineMetric(**m.model_dump()) for name, m in e.metrics.items()},
+            e.provenance,
+            e.fingerprint,
+            e.known_issue.issue() if e.known_issue is not None else None,
+        )
+    if f.rules:
         from specperf.config import parse_rules
 
-        out.rules = list(parse_rules(rules_raw, str(path), engine_names=None))
-        out.raw_rules = rules_raw
+        out.rules = list(parse_rules(f.rules, str(path), engine_names=None))
+        out.raw_rules = f.rules
     return out
-
-
-def _parse_metric(m: Any, where: str, err: Any) -> BaselineMetric:
-    if not isinstance(m, dict):
-        raise err(where, "expected an object with at least value/direction/tolerance")
-    value = m.get("value")
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise err(f"{where}.value", f"expected a number, got {value!r}")
-    direction = m.get("direction")
-    if direction not in ("higher", "lower", "equal"):
-        raise err(f"{where}.direction", "must be higher, lower or equal")
-    tol = m.get("tolerance")
-    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not 0 <= tol < 10:
-        raise err(f"{where}.tolerance", f"expected a relative tolerance such as 0.05, got {tol!r}")
-    src = m.get("tolerance_source", "suite")
-    if src not in TOLERANCE_SOURCES:
-        raise err(f"{where}.tolerance_source", f"must be one of {', '.join(TOLERANCE_SOURCES)}")
-    if src == "measured" and not m.get("tolerance_note"):
-        raise err(f"{where}.tolerance_note", "a measured tolerance must say how it was measured")
-    known = {f.name for f in dataclasses.fields(BaselineMetric)}
-    extra = set(m) - known
-    if extra:
-        raise err(f"{where}.{sorted(extra)[0]}", "unknown key")
-    return BaselineMetric(
-        value=float(value),
-        direction=direction,
-        tolerance=float(tol),
-        tolerance_source=src,
-        tolerance_note=m.get("tolerance_note"),
-        hardware_profile=m.get("hardware_profile"),
-        samples=m.get("samples"),
-        interval=m.get("interval"),
-        note=m.get("note"),
-        starts=_parse_starts(m.get("starts"), f"{where}.starts", err),
-        report_only=m.get("report_only"),
-    )
-
-
-def _parse_starts(raw: Any, where: str, err: Any) -> list[dict[str, Any]] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, list) or not raw:
-        raise err(where, "expected a non-empty list of {value, host, date, engine_version}")
-    for i, st in enumerate(raw):
-        if not isinstance(st, dict):
-            raise err(f"{where}[{i}]", "expected an object with at least 'value'")
-        v = st.get("value")
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise err(f"{where}[{i}].value", f"expected a number, got {v!r}")
-    return [dict(st) for st in raw]
-
-
-def _parse_known_issue(raw: Any, where: str, err: Any) -> KnownIssue:
-    if not isinstance(raw, dict):
-        raise err(where, "expected an object with reason, link and an expiry")
-    for k in ("reason", "link"):
-        if not isinstance(raw.get(k), str) or not raw[k]:
-            raise err(f"{where}.{k}", "missing")
-    if not raw.get("until_engine_version") and not raw.get("until_date"):
-        raise err(where, "needs an expiry: until_engine_version or until_date")
-    return KnownIssue(
-        reason=raw["reason"],
-        link=raw["link"],
-        until_engine_version=raw.get("until_engine_version"),
-        until_date=raw.get("until_date"),
-        metrics=tuple(raw.get("metrics", ())),
-    )
 
 
 # --------------------------------------------------------------------------- building entries
@@ -494,6 +377,9 @@ def dump(bf: BaselineFile) -> str:
 
 
 __all__ = [
+    "SCHEMA",
+    "SOURCES",
+    "TOLERANCE_SOURCES",
     "BaselineEntry",
     "BaselineFile",
     "BaselineMetric",

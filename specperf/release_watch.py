@@ -283,6 +283,8 @@ def baseline_from_results(pinned: Mapping[str, Any], policies: Mapping[str, Any]
                 "source": "measured",
                 "engine_version": res.engine_version,
                 "note": "pinned engine, same night and machine (release watch)",
+                # measured beside the candidate: one host state, so a one-day baseline gates
+                "same_window": True,
             },
             hardware_profile=res.hardware_profile or "unknown",
         )

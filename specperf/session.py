@@ -53,6 +53,8 @@ class SessionOptions:
     one_at_a_time: bool = False
     progress_every: int = 0  # requests per progress line; 0: about every 10 %
     rerun_hint: str = "pytest -m perf"  # the command line that selects this run's items
+    # item keys this run selected (after --method/-k/--shard); None: not known (every item)
+    selected: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -111,6 +113,8 @@ class SuiteSession:
         snap["baseline_folder"] = self.suite.baseline_file
         snap["baselines_path"] = str(self.baseline_file)
         snap["repeat"] = self.opts.repeat
+        if self.opts.selected is not None:
+            snap["selected"] = sorted(self.opts.selected)
         write_text_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")
 
     def progress_line(self, text: str) -> None:
@@ -313,6 +317,7 @@ class SuiteSession:
             subject=run.item.key,
             kinds=("speedup", "floor", "ceiling", "guard"),
             known_issues=self.suite.known_issues,
+            selected=self.opts.selected,
         )
         run.updated = self.maybe_update(run, entry, checks)
         if run.updated:
@@ -456,7 +461,12 @@ def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -
     rules = list(suite.rules) + list(bfile.rules)
     items = suite.items()
     alpha = vd.check_alpha(suite.metrics, len(items), len({it.key.engine for it in items}))
-    out = vd.evaluate_rules(rules, results, known_issues=suite.known_issues) if rules else []
+    selected = vd.selected_from_snapshots([results_dir])
+    out = (
+        vd.evaluate_rules(rules, results, known_issues=suite.known_issues, selected=selected)
+        if rules
+        else []
+    )
     return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha.engine_wide)
 
 

@@ -6,9 +6,10 @@ of test code. Every problem in a file is reported as one line naming the file, t
 is wrong (``ConfigError``). See docs/suite.md for the format.
 
 One job per module: ``model`` (the records and the default tolerances), ``matrix`` (Suite,
-Item, Filters, the EngineSpec of an item), ``reader`` (typed table access with file + dotted-key
-errors), ``rules`` (``[[rules]]`` and their scope check), ``loading`` (find, read and parse a
-suite file). Every name stays importable from ``specperf.config``.
+Item, Filters, the EngineSpec of an item), ``schema`` (the file format as pydantic models: types,
+defaults, rules of the format, file + dotted-key errors), ``rules`` (``[[rules]]`` and
+``[[known_issues]]``, their scope check), ``loading`` (find, read and validate a suite
+file, build the records). Every name stays importable from ``specperf.config``.
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ from specperf.config.model import (
     ModelConf,
     Rule,
 )
-from specperf.config.reader import MATCH_FIELDS
-from specperf.config.rules import check_rule_scope, parse_rules
+from specperf.config.rules import MATCH_FIELDS, check_rule_scope, parse_rules
 from specperf.schemas import NATIVE
 
 __all__ = [

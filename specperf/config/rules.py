@@ -1,15 +1,130 @@
-"""``[[rules]]`` tables (a suite's, or a baseline file's ``rules`` list) → Rules, and the check
-that every name a rule's scope uses exists in the suite."""
+"""``[[rules]]`` and ``[[known_issues]]`` tables (a suite's, or a baseline file's ``rules``
+list): their schema, the Rules they become, and the check that every name a rule's scope uses
+exists in the suite."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from specperf.config.model import GUARDS, RULE_KINDS, DatasetConf, ModelConf, Rule
-from specperf.config.reader import MATCH_FIELDS, _known_issue, _Reader
+from pydantic import ValidationInfo, field_validator, model_validator
+
+from specperf.config.model import GUARDS, RULE_KINDS, DatasetConf, KnownIssue, ModelConf, Rule
 from specperf.errors import ConfigError
 from specperf.schemas import NATIVE, SamplingParams
+from specperf.validation import Strs, Table, Text, one_of, problem, says, typed, validate
+
+MATCH_FIELDS = ("model", "engine", "method", "dataset", "concurrency", "sampling")
+
+
+def engine_names_of(info: ValidationInfo) -> set[str] | None:
+    ctx = info.context
+    return ctx.get("engine_names") if isinstance(ctx, Mapping) else None
+
+
+class KnownIssueTable(Table):
+    reason: Text
+    link: Text
+    until_engine_version: Text | None = None
+    until_date: Text | None = None
+    match: dict[str, Any] = {}
+    metrics: Strs = ()
+
+    @model_validator(mode="after")
+    def _expiry(self) -> KnownIssueTable:
+        if not self.until_engine_version and not self.until_date:
+            raise problem("a known issue needs an expiry: until_engine_version or until_date")
+        if self.until_date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.until_date):
+            raise problem(f"expected YYYY-MM-DD, got {self.until_date!r}", "until_date")
+        for name in self.match:
+            if name not in MATCH_FIELDS:
+                raise problem(
+                    f"unknown field {name!r} (allowed: {', '.join(MATCH_FIELDS)})", "match"
+                )
+        return self
+
+    def issue(self) -> KnownIssue:
+        return KnownIssue(
+            reason=self.reason,
+            link=self.link,
+            until_engine_version=self.until_engine_version,
+            until_date=self.until_date,
+            match=tuple(sorted(self.match.items())),
+            metrics=self.metrics,
+        )
+
+
+MatchValue = Annotated[Any, typed(str, int, list, what="a string or an integer or a list")]
+
+
+class RuleTable(Table):
+    """One ``[[rules]]`` table: its kind, its scope (the key fields) and its bound."""
+
+    kind: Annotated[Text, one_of(RULE_KINDS)] | None = None
+    id: Text | None = None  # None: "<kind>-<index>"
+    model: MatchValue = None
+    engine: MatchValue = None
+    method: MatchValue = None
+    dataset: MatchValue = None
+    concurrency: MatchValue = None
+    sampling: MatchValue = None
+    metric: Text = "output_throughput_tok_s"
+    min: float | None = None
+    max: float | None = None
+    reference_engine: Text | None = None
+    guard: Annotated[Text, one_of(GUARDS)] | None = None
+    known_issue: KnownIssueTable | None = None
+    evidence: Text | None = None
+
+    @model_validator(mode="after")
+    def _complete(self, info: ValidationInfo) -> RuleTable:
+        kind, match = self.kind, self.match()
+        if kind is None:
+            raise problem(f"missing (one of {', '.join(RULE_KINDS)})", "kind")
+        known = engine_names_of(info)
+        if "engine" in match and known is not None:
+            for en in match["engine"] if isinstance(match["engine"], list) else [match["engine"]]:
+                if en != "*" and en not in known:
+                    raise problem(f"unknown engine {en!r}", "engine")
+        if self.min is None and self.max is None and kind != "guard":
+            raise problem("a rule needs min and/or max", "min")
+        if kind == "speedup" and "method" not in match:
+            raise problem("missing: a speedup rule names the method compared with native", "method")
+        if kind == "cross_engine":
+            if not self.reference_engine:
+                raise problem("missing: the engine this one is compared with", "reference_engine")
+            if known is not None and self.reference_engine not in known:
+                raise problem(f"unknown engine {self.reference_engine!r}", "reference_engine")
+            if "engine" not in match:
+                raise problem("missing: the engine whose figure is compared", "engine")
+        if kind == "guard" and not self.guard:
+            raise problem(f"missing (one of {', '.join(GUARDS)})", "guard")
+        return self
+
+    def match(self) -> dict[str, Any]:
+        """The scope: the key fields the table gives."""
+        return {k: getattr(self, k) for k in MATCH_FIELDS if k in self.model_fields_set}
+
+
+RuleItem = Annotated[RuleTable, says("expected a table ([[rules]]), got {type} {got}")]
+
+
+def _unique_ids(rules: list[RuleTable]) -> list[RuleTable]:
+    ids = [r.id or f"{r.kind}-{i}" for i, r in enumerate(rules)]
+    for rid in ids:
+        if ids.count(rid) > 1:
+            raise problem(f"rule id {rid!r} used twice")
+    return rules
+
+
+class RulesList(Table):
+    """A list of ``[[rules]]`` tables (a suite's, or a baseline file's ``rules``)."""
+
+    unknown_key: ClassVar[str | None] = None
+    rules: list[RuleItem] = []
+
+    _ids = field_validator("rules")(_unique_ids)
 
 
 def check_rule_scope(
@@ -53,9 +168,23 @@ def check_rule_scope(
                     )
 
 
-def _parse_rules(top: _Reader, engine_names: set[str]) -> tuple[Rule, ...]:
-    raw = top.get("rules", list, default=[])
-    return parse_rules(raw, top.source, engine_names, top.settings)
+def rules_from_tables(tables: Iterable[RuleTable]) -> tuple[Rule, ...]:
+    """Validated ``[[rules]]`` tables → Rules (an unnamed rule is ``<kind>-<index>``)."""
+    return tuple(
+        Rule(
+            id=t.id or f"{t.kind}-{i}",
+            kind=str(t.kind),
+            match=tuple(sorted(t.match().items(), key=lambda kv: kv[0])),
+            metric=t.metric,
+            min=t.min,
+            max=t.max,
+            reference_engine=t.reference_engine,
+            guard=t.guard,
+            known_issue=t.known_issue.issue() if t.known_issue is not None else None,
+            evidence=t.evidence,
+        )
+        for i, t in enumerate(tables)
+    )
 
 
 def parse_rules(
@@ -66,52 +195,5 @@ def parse_rules(
 ) -> tuple[Rule, ...]:
     """``[[rules]]`` tables (a suite's, or a baseline file's ``rules`` list) → Rules.
     ``engine_names`` None skips the engine-name check (baseline files know no suite)."""
-    out: list[Rule] = []
-    for i, table in enumerate(raw):
-        if not isinstance(table, dict):
-            raise ConfigError(f"{source}: rules[{i}]: expected a table ([[rules]])")
-        r = _Reader(source, table, f"rules[{i}]", settings or {})
-        kind = r.choice("kind", RULE_KINDS)
-        if kind is None:
-            raise r.err("kind", f"missing (one of {', '.join(RULE_KINDS)})")
-        match = {k: r.get(k, (str, int, list)) for k in MATCH_FIELDS if k in r.table}
-        known_engines = engine_names if engine_names is not None else None
-        if "engine" in match and known_engines is not None:
-            for en in match["engine"] if isinstance(match["engine"], list) else [match["engine"]]:
-                if en != "*" and en not in known_engines:
-                    raise r.err("engine", f"unknown engine {en!r}")
-        ki = r.get("known_issue", dict)
-        rule = Rule(
-            id=r.get("id", str, default=f"{kind}-{i}"),
-            kind=kind,
-            match=tuple(sorted(match.items(), key=lambda kv: kv[0])),
-            metric=r.get("metric", str, default="output_throughput_tok_s"),
-            min=r.get("min", float),
-            max=r.get("max", float),
-            reference_engine=r.get("reference_engine", str),
-            guard=r.choice("guard", GUARDS),
-            known_issue=_known_issue(_Reader(r.source, ki, f"{r.where}.known_issue", r.settings))
-            if ki is not None
-            else None,
-            evidence=r.get("evidence", str),
-        )
-        if rule.min is None and rule.max is None and kind != "guard":
-            raise r.err("min", "a rule needs min and/or max")
-        if kind == "speedup" and "method" not in match:
-            raise r.err("method", "missing: a speedup rule names the method compared with native")
-        if kind == "cross_engine":
-            if not rule.reference_engine:
-                raise r.err("reference_engine", "missing: the engine this one is compared with")
-            if known_engines is not None and rule.reference_engine not in known_engines:
-                raise r.err("reference_engine", f"unknown engine {rule.reference_engine!r}")
-            if "engine" not in match:
-                raise r.err("engine", "missing: the engine whose figure is compared")
-        if kind == "guard" and not rule.guard:
-            raise r.err("guard", f"missing (one of {', '.join(GUARDS)})")
-        r.check_unknown([])
-        out.append(rule)
-    ids = [r.id for r in out]
-    for rid in ids:
-        if ids.count(rid) > 1:
-            raise ConfigError(f"{source}: rules: rule id {rid!r} used twice")
-    return tuple(out)
+    context = {"settings": dict(settings or {}), "engine_names": engine_names}
+    return rules_from_tables(validate(RulesList, {"rules": raw}, source, context=context).rules)

@@ -106,6 +106,7 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
         one_at_a_time=config.getoption("one_at_a_time"),
         progress_every=config.getoption("progress_every"),
         rerun_hint=_rerun_hint(config),
+        selected=_selected_keys(request.session),
     )
     log = None if hasattr(config, "workerinput") else _terminal_logger(config)
     try:
@@ -121,6 +122,15 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
 @pytest.fixture
 def specperf(specperf_session: SuiteSession, request: pytest.FixtureRequest) -> SpecperfFixture:
     return SpecperfFixture(specperf_session, request)
+
+
+def _selected_keys(session: pytest.Session) -> tuple[str, ...]:
+    """Keys of the perf items this run selected (after --method, -k, --shard): a same-run rule
+    whose reference item was left out says so instead of failing as unmeasured."""
+    from specperf.plugin.collection import _item_of
+
+    items = (_item_of(node) for node in session.items)
+    return tuple(sorted({it.key.as_str() for it in items if it is not None}))
 
 
 def _hardware_profile(config: pytest.Config, state: _State) -> str:

@@ -133,9 +133,12 @@ def merge(
             for row in starts:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     if snap is not None:
-        write_json_atomic(
-            out / verdict.SUITE_SNAPSHOT, {**snap, "merged_from": [str(d) for d in srcs]}
-        )
+        merged = {**snap, "merged_from": [str(d) for d in srcs]}
+        selected = verdict.selected_from_snapshots(srcs)  # shards: what any of them selected
+        merged.pop("selected", None)
+        if selected is not None:
+            merged["selected"] = sorted(selected)
+        write_json_atomic(out / verdict.SUITE_SNAPSHOT, merged)
 
     v = verdict.evaluate_results(
         [out],

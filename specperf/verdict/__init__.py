@@ -77,6 +77,7 @@ from specperf.verdict.snapshot import (
     policies_from_snapshot,
     read_suite_snapshot,
     rules_from_snapshot,
+    selected_from_snapshots,
 )
 from specperf.verdict.spread import (
     ENGINE_FINGERPRINT_FIELDS,
@@ -134,6 +135,7 @@ __all__ = [
     "rules_from_snapshot",
     "run",
     "run_checks",
+    "selected_from_snapshots",
     "spread_peers",
     "summary_counts",
     "summary_line",

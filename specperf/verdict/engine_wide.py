@@ -9,6 +9,7 @@ from specperf import stats
 from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
 from specperf.config import MetricPolicy
 from specperf.verdict.checks import Check
+from specperf.verdict.gates import baseline_days_short
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
@@ -38,6 +39,7 @@ def engine_wide_checks(
                 continue
             groups = []
             units: list[str] = []
+            days_short: list[str] = []
             for r in items:
                 entry = baselines.get(r.key)
                 fig = r.figures.get(metric) or {}
@@ -52,10 +54,27 @@ def engine_wide_checks(
                 bm = entry.metrics[metric]
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
                     continue
+                why = baseline_days_short(r.summary, entry, metric) if pol.hardware_bound else None
+                if why:
+                    days_short.append(why)
+                    continue
                 groups.append((fig.get("starts") or [fig["value"]], entry.start_values(metric)))
                 # items of one engine config share its start(s) in a run: one unit
                 units.append(r.summary.get("spec_digest") or r.key.method)
             if not groups:
+                if days_short:  # said once for the engine, report-only like its items' rows
+                    out.append(
+                        Check(
+                            f"engine {engine}",
+                            f"engine-wide {metric}",
+                            "not_evaluated",
+                            tolerance=pol.tolerance if min_effect is None else min_effect,
+                            direction=pol.direction,
+                            reason=days_short[0],
+                            rule="engine-wide",
+                            gated=False,
+                        )
+                    )
                 continue
             effect = pol.tolerance if min_effect is None else min_effect
             d = stats.engine_wide(

@@ -82,6 +82,43 @@ def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -
     )
 
 
+DEFAULT_MIN_BASELINE_DAYS = 2
+
+
+def baseline_days_short(
+    summary: Mapping[str, Any], entry: BaselineEntry, metric: str, min_days: int | None = None
+) -> str | None:
+    """Why a hardware-bound metric's baseline cannot gate yet (None: it can). Starts made in one
+    afternoon share that afternoon's host state: measured on the 2-core EPYC, the unchanged main
+    job 3.5 hours after its baseline ran 21 % slower engine-wide (p 0.0015), a spread the
+    baseline's starts had never shown. So a speed gate needs starts from ``min_days`` UTC days
+    (the item's ``[workload] min_baseline_days``, default 2); until then it reports. Starts
+    without a date (older files), and a baseline measured in the same window as the run it
+    judges (``provenance.same_window``: release watch's pinned run), are not judged by it."""
+    if min_days is None:
+        wl = summary.get("workload") or {}
+        min_days = int(wl.get("min_baseline_days", DEFAULT_MIN_BASELINE_DAYS))
+    bm = entry.metrics.get(metric)
+    if (
+        min_days <= 1
+        or bm is None
+        or len(bm.starts or []) < stats.MIN_BASELINE_STARTS  # too few for a spread: _decide says
+        or entry.provenance.get("same_window")
+    ):
+        return None
+    dates = [str(s.get("date") or "")[:10] for s in bm.starts]
+    if not all(dates):
+        return None
+    days = sorted(set(dates))
+    if len(days) >= min_days:
+        return None
+    return (
+        f"baseline starts from {len(days)} day(s) ({', '.join(days)}); a speed gate needs "
+        f"starts from >= {min_days} days: append another day's with --update-baselines "
+        "(or [workload] min_baseline_days)"
+    )
+
+
 def delivery_bound(summary: Mapping[str, Any]) -> str | None:
     """Why the item's latencies describe the delivery of the stream, not the engine (None: they
     describe the engine). Set by the client when chunks arrived in bursts."""
@@ -224,6 +261,12 @@ def evaluate_item(
         if pol.hardware_bound and short:
             c.status = "not_evaluated"
             c.reason = short
+            checks.append(c)
+            continue
+        days = baseline_days_short(result.summary, entry, metric) if pol.hardware_bound else None
+        if days:
+            c.status, c.gated = "not_evaluated", False
+            c.reason = join(c.reason, days)
             checks.append(c)
             continue
         _decide(c, metric, pol, entry, fig, measured, alpha, siblings)

@@ -22,6 +22,7 @@ from specperf.verdict.snapshot import (
     policies_from_snapshot,
     read_suite_snapshot,
     rules_from_snapshot,
+    selected_from_snapshots,
 )
 from specperf.verdict.spread import config_siblings
 
@@ -97,7 +98,10 @@ def evaluate_results(
                 siblings=config_siblings(baselines, results[k].key),
             )
         )
-    checks.extend(evaluate_rules(rules, results, known_issues=issues, today=today))
+    selected = selected_from_snapshots(dirs)
+    checks.extend(
+        evaluate_rules(rules, results, known_issues=issues, today=today, selected=selected)
+    )
     checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha.engine_wide))
     return Verdict(checks, results)
 

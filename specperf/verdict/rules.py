@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from specperf.config import ItemKey, KnownIssue, Rule
 from specperf.schemas import NATIVE
@@ -46,10 +46,15 @@ def evaluate_rules(
     kinds: Iterable[str] | None = None,
     known_issues: Iterable[KnownIssue] = (),
     today: _dt.date | None = None,
+    selected: Collection[str] | None = None,
 ) -> list[Check]:
     """Same-run rules over ``results``. ``subject`` limits them to the checks whose subject is
     that item (the plugin evaluates an item's own rules right after measuring it); ``kinds``
-    limits the rule kinds. A rule whose inputs were not measured is "not_evaluated"."""
+    limits the rule kinds. A rule whose inputs were not measured is "not_evaluated" and gated
+    (it fails under --strict-baselines) — unless ``selected`` (the item keys the run selected)
+    shows the run never asked for the missing reference: a ``--method ngram`` or ``-k`` run
+    that leaves native out cannot judge "lossless vs native", and that is its scope, not a
+    failure to measure; such a check is not evaluated and report-only, with the reason."""
     kinds = set(kinds) if kinds is not None else None
     issues = list(known_issues)
     out: list[Check] = []
@@ -72,10 +77,51 @@ def evaluate_rules(
             continue
         for key in subjects:
             res = results.get(key.as_str())
-            c = _evaluate_rule(rule, key, res, results)
+            c = _not_selected(rule, key, results, selected) or _evaluate_rule(
+                rule, key, res, results
+            )
             rule_issues = ([rule.known_issue] if rule.known_issue else []) + issues
             out.append(quarantine(c, rule_issues, key, today))
     return out
+
+
+def _references(rule: Rule, key: ItemKey) -> list[ItemKey]:
+    """The other items a rule on ``key`` compares with."""
+    if rule.kind == "speedup" or (
+        rule.kind == "guard" and rule.guard in ("greedy_match", "degenerate")
+    ):
+        return [key.native()]
+    if rule.kind == "cross_engine":
+        return [dataclasses.replace(key, engine=rule.reference_engine or "")]
+    return []
+
+
+def _not_selected(
+    rule: Rule,
+    key: ItemKey,
+    results: Mapping[str, ItemResult],
+    selected: Collection[str] | None,
+) -> Check | None:
+    """A report-only "not evaluated" check when a reference this rule needs was not selected
+    in this run (None when every reference was selected, measured, or selection is unknown)."""
+    if selected is None:
+        return None
+    wanted = set(selected)
+    gone = [
+        r.as_str() for r in _references(rule, key)
+        if r.as_str() not in results and r.as_str() not in wanted
+    ]  # fmt: skip
+    if not gone:
+        return None
+    return Check(
+        key.as_str(),
+        f"rule:{rule.id}",
+        "not_evaluated",
+        rule=rule.id,
+        reason=f"{', '.join(gone)} not selected in this run (a filter left it out): "
+        "run it too to judge this rule",
+        gated=False,
+    )
 
 
 def _rule_subjects(

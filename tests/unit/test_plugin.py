@@ -200,6 +200,15 @@ def test_missing_strict_update_then_pass(perf):
     # one engine start per spec (native, eagle3) for the whole session
     assert Counter(s["method"] for s in starts(res)) == {"native": 1, "eagle3": 1}
 
+    # a filtered strict run: native left out, so the speedup rule cannot be judged; that is
+    # the run's scope (report-only, said in the table), not a red item
+    res = perf.path / "r5"
+    r = run(perf, "--results-dir", str(res), "--strict-baselines", "--method", "eagle3")
+    r.assert_outcomes(passed=2)
+    r.stdout.fnmatch_lines(["*rule:eagle3-faster*NOT EVALUATED*", "*not selected in this run*"])
+    snap = json.loads((res / "suite.json").read_text())
+    assert snap["selected"] == [f"m/cal/eagle3/mt-bench/c{c}/greedy" for c in (1, 2)]
+
 
 def test_regression_fails_with_a_full_message(perf):
     run(

@@ -91,6 +91,8 @@ def base_entry(
         provenance={"engine_version": version},
         hardware_profile=profile,
     )
+    for i, start in enumerate(e.metrics["output_throughput_tok_s"].starts or []):
+        start["date"] = f"2026-11-{20 + i % 2}T21:00:00Z"  # made over two days: a speed gate
     e.known_issue = known
     return e
 
@@ -333,6 +335,66 @@ def test_speedup_rule():
     assert failed_native[0].status == "not_evaluated"
     nothing = vd.evaluate_rules(r, {})
     assert nothing[0].status == "not_evaluated" and "no measured item" in nothing[0].reason
+
+
+def test_a_rule_whose_reference_the_run_did_not_select_is_report_only_not_a_failure():
+    """`--method eagle3 --strict-baselines` leaves native out: the speedup and lossless rules
+    cannot be judged, which is the run's scope (report-only), not a failure to measure; a
+    native that was selected but produced nothing stays a gated not-evaluated."""
+    r = rules(
+        {"kind": "speedup", "method": "eagle3", "min": 1.3, "id": "s"},
+        {"kind": "guard", "guard": "greedy_match", "method": "eagle3", "id": "g"},
+    )
+    res = results(summary(tok_s=60.0))
+    left_out = vd.evaluate_rules(r, res, selected=[KEY.as_str()])
+    assert [(c.status, c.gated) for c in left_out] == [("not_evaluated", False)] * 2
+    assert all("not selected in this run" in c.reason for c in left_out)
+    assert vd.gated_not_evaluated(left_out) == []
+    assert vd.outcome(left_out, strict=True).status == "pass"
+    chosen = vd.evaluate_rules(r, res, selected=[KEY.as_str(), KEY.native().as_str()])
+    assert [(c.status, c.gated) for c in chosen] == [("not_evaluated", True)] * 2
+    assert vd.outcome(chosen, strict=True).status == "fail"
+    unknown = vd.evaluate_rules(r, res)  # older results folders say nothing: as before
+    assert [(c.status, c.gated) for c in unknown] == [("not_evaluated", True)] * 2
+
+
+def test_selection_is_read_from_the_snapshots_and_shards_add_up(tmp_path):
+    a, b, old = tmp_path / "a", tmp_path / "b", tmp_path / "old"
+    for d, sel in ((a, ["k1"]), (b, ["k2"]), (old, None)):
+        d.mkdir()
+        snap = {"name": "s"} if sel is None else {"name": "s", "selected": sel}
+        (d / vd.SUITE_SNAPSHOT).write_text(json.dumps(snap))
+    assert vd.selected_from_snapshots([a, b]) == {"k1", "k2"}
+    assert vd.selected_from_snapshots([a, old]) is None
+
+
+def test_a_speed_baseline_from_one_day_reports_instead_of_gating():
+    """Starts made in one afternoon know that afternoon's host state only (the unchanged main
+    job ran 21 % slower 3.5 h after its baseline): speed is report-only, with the reason and
+    the way out, until the starts span [workload] min_baseline_days (default 2) days; MAL
+    still gates; a release-watch pinned run (same window) gates at once."""
+    one_day = base_entry()
+    for start in one_day.metrics["output_throughput_tok_s"].starts:
+        start["date"] = "2026-12-01T16:00:00Z"
+    slow = summary(tok_s=70.0, mal=2.0)
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), one_day, POL, hardware_profile="hw"))
+    tok = by["output_throughput_tok_s"]
+    assert (tok.status, tok.gated) == ("not_evaluated", False)
+    assert "baseline starts from 1 day(s) (2026-12-01)" in tok.reason
+    assert "--update-baselines" in tok.reason
+    assert by["mean_acceptance_length"].status == "fail"
+    one_day_ok = dict(slow, workload={"min_baseline_days": 1})
+    by = by_metric(vd.evaluate_item(vd.ItemResult(one_day_ok), one_day, POL, hardware_profile="hw"))
+    assert by["output_throughput_tok_s"].status == "fail"
+    one_day.provenance["same_window"] = True
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), one_day, POL, hardware_profile="hw"))
+    assert by["output_throughput_tok_s"].status == "fail"
+    assert (
+        by_metric(vd.evaluate_item(vd.ItemResult(slow), base_entry(), POL, hardware_profile="hw"))[
+            "output_throughput_tok_s"
+        ].status
+        == "fail"
+    )  # two days: gated
 
 
 def test_cross_engine_rule():
@@ -701,7 +763,11 @@ def test_item_spread_is_pooled_over_its_engine_configs_siblings_only():
     alone = by_metric(vd.evaluate_item(res, me, pol, hardware_profile="hw", alpha=0.005 / 60))
     pooled = by_metric(
         vd.evaluate_item(
-            res, me, pol, hardware_profile="hw", alpha=0.005 / 60,
+            res,
+            me,
+            pol,
+            hardware_profile="hw",
+            alpha=0.005 / 60,
             siblings=vd.config_siblings(bf, KEY),
         )
     )
