@@ -56,6 +56,7 @@ def evaluate_rules(
     that leaves native out cannot judge "lossless vs native", and that is its scope, not a
     failure to measure; such a check is not evaluated and report-only, with the reason."""
     kinds = set(kinds) if kinds is not None else None
+    wanted = set(selected) if selected is not None else None
     issues = list(known_issues)
     out: list[Check] = []
     for rule in rules:
@@ -77,7 +78,7 @@ def evaluate_rules(
             continue
         for key in subjects:
             res = results.get(key.as_str())
-            c = _not_selected(rule, key, results, selected) or _evaluate_rule(
+            c = _not_selected(rule, key, results, wanted) or _evaluate_rule(
                 rule, key, res, results
             )
             rule_issues = ([rule.known_issue] if rule.known_issue else []) + issues
@@ -100,13 +101,12 @@ def _not_selected(
     rule: Rule,
     key: ItemKey,
     results: Mapping[str, ItemResult],
-    selected: Collection[str] | None,
+    wanted: set[str] | None,
 ) -> Check | None:
     """A report-only "not evaluated" check when a reference this rule needs was not selected
     in this run (None when every reference was selected, measured, or selection is unknown)."""
-    if selected is None:
+    if wanted is None:
         return None
-    wanted = set(selected)
     gone = [
         r.as_str() for r in _references(rule, key)
         if r.as_str() not in results and r.as_str() not in wanted
