@@ -2,13 +2,14 @@
 """TEST-ONLY: slow running engines down by a known share, to prove the verdict sees it.
 
     python benchmarks/throttle_engine.py --share 0.10 [--period 0.1] [--match ngram]
-        [--duration 1800]
+        [--duration 1800] [--mark specperf.engines.hf_server]
 
 Every ``period`` seconds it stops the process group of each matching engine server (SIGSTOP)
 for ``share × period`` seconds, then lets it run (SIGCONT): the engine loses that share of its
 wall time, whatever it is doing. Engines are found by their command line
-(``vllm.entrypoints.openai.api_server``, plus ``--match`` text such as a method name, so one
-method's engine can be throttled alone); new engines are picked up as they start. On exit
+(``--mark``: ``vllm.entrypoints.openai.api_server`` by default, ``specperf.engines.hf_server`` for
+the transformers engine on a GPU; plus ``--match`` text such as a method name, so one method's
+engine can be throttled alone); new engines are picked up as they start. On exit
 (Ctrl-C, SIGTERM, ``--duration``) every group is continued. Used by benchmarks/verdict_proofs.py
 for docs/baselines.md's "(b)" proofs; never point it at a production engine.
 """
@@ -26,11 +27,11 @@ import psutil
 ENGINE_MARK = "vllm.entrypoints.openai.api_server"
 
 
-def engine_groups(match: str | None) -> set[int]:
+def engine_groups(match: str | None, mark: str = ENGINE_MARK) -> set[int]:
     groups = set()
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info.get("cmdline") or [])
-        if ENGINE_MARK in cmd and (not match or match in cmd):
+        if mark in cmd and (not match or match in cmd):
             try:
                 groups.add(os.getpgid(p.info["pid"]))
             except ProcessLookupError:
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--share", type=float, required=True, help="share of time stopped (0-0.9)")
     ap.add_argument("--period", type=float, default=0.1, help="seconds per cycle (default 0.1)")
     ap.add_argument("--match", default=None, help="only engines whose command line has this")
+    ap.add_argument("--mark", default=ENGINE_MARK, help="engine command-line text to find")
     ap.add_argument("--duration", type=float, default=1800.0, help="stop after this (s)")
     args = ap.parse_args(argv)
     if not 0 < args.share < 0.9:
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         while running and time.monotonic() < deadline:
             now = time.monotonic()
             if now - last_scan > 1.0:
-                groups = engine_groups(args.match)
+                groups = engine_groups(args.match, args.mark)
                 last_scan = now
             stopped = set(groups)
             _signal_all(stopped, signal.SIGSTOP)
