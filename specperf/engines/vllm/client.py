@@ -6,10 +6,8 @@ from typing import Any
 
 import httpx
 
-from specperf.engines.base import (
-    EngineClient,
-    normalize_url,
-)
+from specperf.engines import http_util
+from specperf.engines.base import EngineClient, chunk_token_ids, normalize_url
 from specperf.engines.vllm.command import KIND
 from specperf.engines.vllm.counters import parse_metrics, summarize_server_info
 from specperf.schemas import Counters
@@ -40,13 +38,7 @@ class VllmClient(EngineClient):
         self._server_config: dict[str, Any] | None = None
 
     def _get(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.get(
-            f"{self.base_url}{path}",
-            headers=self.headers(),
-            timeout=HTTP_TIMEOUT_S,
-            trust_env=False,
-            **kw,
-        )
+        return http_util.get(self, path, HTTP_TIMEOUT_S, **kw)
 
     def metrics_text(self) -> str:
         resp = self._get("/metrics")
@@ -59,16 +51,8 @@ class VllmClient(EngineClient):
     def reset_prefix_cache(self) -> bool:
         """POST /reset_prefix_cache (needs VLLM_SERVER_DEV_MODE=1, which VllmEngine sets);
         False when the endpoint is absent or the reset failed (blocks still held)."""
-        try:
-            resp = httpx.post(
-                f"{self.base_url}/reset_prefix_cache",
-                headers=self.headers(),
-                timeout=HTTP_TIMEOUT_S,
-                trust_env=False,
-            )
-        except httpx.HTTPError:
-            return False
-        if resp.status_code != 200:
+        resp = http_util.post_or_none(self, "/reset_prefix_cache", HTTP_TIMEOUT_S)
+        if resp is None or resp.status_code != 200:
             return False
         try:
             return bool(resp.json().get("success", True))
@@ -88,12 +72,8 @@ class VllmClient(EngineClient):
     def server_info(self) -> dict[str, Any] | None:
         """``/server_info?config_format=json`` (dev mode only), None when unavailable."""
         try:
-            resp = httpx.get(
-                f"{self.base_url}/server_info",
-                params={"config_format": "json"},
-                headers=self.headers(),
-                timeout=SERVER_INFO_TIMEOUT_S,
-                trust_env=False,
+            resp = http_util.get(
+                self, "/server_info", SERVER_INFO_TIMEOUT_S, params={"config_format": "json"}
             )
             if resp.status_code != 200:
                 return None
@@ -128,11 +108,7 @@ class VllmClient(EngineClient):
         return {**body, "return_token_ids": True}
 
     def extract_token_ids(self, chunk: dict[str, Any]) -> list[int] | None:
-        choices = chunk.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
-            return None
-        ids = choices[0].get("token_ids")
-        return [int(i) for i in ids] if isinstance(ids, list) else None
+        return chunk_token_ids(chunk)
 
     def notes(self) -> list[str]:
         return []
