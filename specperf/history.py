@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.config import DEFAULT_METRICS, MetricPolicy
+from specperf.dotted import get_path
 from specperf.errors import ConfigError
 from specperf.report.load import (
     find_items,
@@ -161,7 +162,11 @@ def add_night(
         "engine_versions": versions,
         "hardware_profiles": sorted({hardware_profile(s) for s in summaries}),
         "suites": sorted(
-            {str(s["environment"]["suite"]) for s in summaries if _get(s, "environment", "suite")}
+            {
+                str(s["environment"]["suite"])
+                for s in summaries
+                if get_path(s, "environment", "suite")
+            }
         ),
         "verdicts": _verdict_counts(dirs),
         **dict(meta or {}),
@@ -206,14 +211,6 @@ def prune(store: Path | str, keep: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the drift check
-def _get(d: Any, *path: str) -> Any:
-    for k in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
 def metric_value(summary: Mapping[str, Any], name: str) -> float | None:
     """The figure the verdict module would judge (aggregated over repeats where present)."""
     from specperf.verdict import ItemResult
