@@ -42,13 +42,7 @@ class KnownIssueSchema(Table):
         return self
 
     def issue(self) -> KnownIssue:
-        return KnownIssue(
-            reason=self.reason,
-            link=self.link,
-            until_engine_version=self.until_engine_version,
-            until_date=self.until_date,
-            metrics=tuple(self.metrics),
-        )
+        return KnownIssue.of(self)
 
 
 class MetricSchema(Table):
