@@ -51,6 +51,7 @@ from specperf.report.load import (
     read_jsonl,
 )
 from specperf.results import write_json_atomic
+from specperf.summary_schema import check_summary
 
 SCHEMA = 1
 NIGHTS = "nights"
@@ -104,6 +105,7 @@ def read_summaries(results_dirs: Sequence[Path | str]) -> list[dict[str, Any]]:
             s = read_json(item / "summary.json")
             if not isinstance(s, dict):
                 raise ConfigError(f"{item / 'summary.json'}: expected a JSON object")
+            check_summary(s, str(item / "summary.json"))
             s.setdefault("item", item.name)
             out.append(s)
     return out

@@ -21,6 +21,7 @@ import pandas as pd
 from specperf.dotted import get_path
 from specperf.errors import ConfigError
 from specperf.fileio import read_jsonl
+from specperf.summary_schema import check_summary
 
 NATIVE = "native"
 SUMMARY = "summary.json"
@@ -249,6 +250,7 @@ def load_results(dirs: Sequence[Path | str], label: str | None = None) -> Result
             summary = read_json(item_dir / SUMMARY)
             if not isinstance(summary, dict):
                 raise ConfigError(f"{item_dir / SUMMARY}: expected a JSON object")
+            check_summary(summary, str(item_dir / SUMMARY))
             if item_dir.name in seen and seen[item_dir.name] != item_dir:
                 raise ConfigError(
                     f"{item_dir}: item {item_dir.name!r} also in {seen[item_dir.name]}; "
