@@ -41,11 +41,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from vllm_bench_client import run_vllm_bench, vllm_python, write_prompts  # noqa: E402
 
-from specperf import workload as workload_mod  # noqa: E402
 from specperf.metrics import summarize  # noqa: E402
 from specperf.placement import LoadSnapshot, load_over  # noqa: E402
 from specperf.schemas import PromptItem, SamplingParams, WorkloadSpec  # noqa: E402
 from specperf.workload import rank_items, run_timed, run_workload  # noqa: E402
+from specperf.workload import transport as workload_transport  # noqa: E402
 from tests.calibration.client import CalibrationClient  # noqa: E402
 
 STREAMS = 32
@@ -166,7 +166,7 @@ def main() -> int:
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     if args.transport:
-        workload_mod.TRANSPORT = args.transport
+        workload_transport.TRANSPORT = args.transport
     peer = None
     if not args.no_vllm:
         tokenizer = args.tokenizer

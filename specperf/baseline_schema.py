@@ -13,13 +13,11 @@ from pydantic import Field, field_validator, model_validator
 
 from specperf.config import ItemKey, KnownIssue
 from specperf.errors import ConfigError
-from specperf.validation import Table, one_of, problem, says
+from specperf.validation import Number, Table, one_of, problem, says
 
 SCHEMA = 1
 SOURCES = ("measured", "seed-note")
 TOLERANCE_SOURCES = ("suite", "measured", "seed-note")
-
-Number = Annotated[float, says("expected a number, got {got}")]
 
 
 class KnownIssueSchema(Table):
@@ -42,13 +40,7 @@ class KnownIssueSchema(Table):
         return self
 
     def issue(self) -> KnownIssue:
-        return KnownIssue(
-            reason=self.reason,
-            link=self.link,
-            until_engine_version=self.until_engine_version,
-            until_date=self.until_date,
-            metrics=tuple(self.metrics),
-        )
+        return KnownIssue.of(self)
 
 
 class MetricSchema(Table):

@@ -28,4 +28,13 @@ def flatten(
     return {prefix: d}
 
 
-__all__ = ["flatten"]
+def get_path(d: Any, *path: str) -> Any:
+    """``d[path[0]][path[1]]...``, None as soon as a step is missing or not a mapping."""
+    for k in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+__all__ = ["flatten", "get_path"]

@@ -16,6 +16,7 @@ from typing import IO, Any
 from specperf.errors import ConfigError
 from specperf.fileio import clean_json, read_jsonl_numbered, write_json_atomic, write_text_atomic
 from specperf.schemas import RequestRecord
+from specperf.summary_schema import check_summary
 
 SUMMARY_NAME = "summary.json"
 REQUESTS_NAME = "requests.jsonl"
@@ -76,7 +77,7 @@ def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a run summary must be a JSON object")
-    return data
+    return check_summary(data, str(p))
 
 
 def read_requests(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

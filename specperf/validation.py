@@ -156,6 +156,12 @@ def _ints(value: Any) -> tuple[int, ...]:
 Ints = Annotated[tuple[int, ...], PlainValidator(_ints)]
 
 
+# An int or a float (never a bool, never a numeric string).
+Number = Annotated[float, says("expected a number, got {got}")]
+# An int (never a bool or a float).
+Integer = Annotated[int, says("expected an integer, got {got}")]
+
+
 def typed(*types: type, what: str) -> PlainValidator:
     """A value of any of ``types`` (bool is never an int); strings expanded."""
 
@@ -229,7 +235,9 @@ def validate(
 
 
 __all__ = [
+    "Integer",
     "Ints",
+    "Number",
     "Strs",
     "Table",
     "Text",

@@ -74,6 +74,20 @@ class KnownIssue:
     match: tuple[tuple[str, Any], ...] = ()  # key fields (model/engine/method/dataset/...)
     metrics: tuple[str, ...] = ()  # empty: every metric of the matched items
 
+    @classmethod
+    def of(cls, table: Any) -> KnownIssue:
+        """From a validated table of any file that declares one (suite TOML, baseline entry,
+        ``suite.json`` snapshot): ``match`` (absent in baseline entries) as sorted pairs,
+        ``metrics`` as a tuple."""
+        return cls(
+            reason=table.reason,
+            link=table.link,
+            until_engine_version=table.until_engine_version,
+            until_date=table.until_date,
+            match=tuple(sorted((getattr(table, "match", None) or {}).items())),
+            metrics=tuple(table.metrics or ()),
+        )
+
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["match"] = dict(self.match)

@@ -45,14 +45,7 @@ class KnownIssueTable(Table):
         return self
 
     def issue(self) -> KnownIssue:
-        return KnownIssue(
-            reason=self.reason,
-            link=self.link,
-            until_engine_version=self.until_engine_version,
-            until_date=self.until_date,
-            match=tuple(sorted(self.match.items())),
-            metrics=self.metrics,
-        )
+        return KnownIssue.of(self)
 
 
 MatchValue = Annotated[Any, typed(str, int, list, what="a string or an integer or a list")]

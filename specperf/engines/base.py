@@ -127,6 +127,16 @@ class EngineRecord:
         return dataclasses.asdict(self)
 
 
+def chunk_token_ids(chunk: dict[str, Any]) -> list[int] | None:
+    """``choices[0].token_ids`` of a streamed chat chunk (vLLM's ``return_token_ids``, the
+    transformers server), None when the chunk carries none."""
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return None
+    ids = choices[0].get("token_ids")
+    return [int(i) for i in ids] if isinstance(ids, list) else None
+
+
 class EngineClient(ABC):
     """A running, OpenAI-compatible engine as seen by the workload runner."""
 

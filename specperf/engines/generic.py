@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx
 
+from specperf.engines import http_util
 from specperf.engines.base import EngineClient
 from specperf.errors import SpecperfError
 from specperf.schemas import Counters
@@ -42,18 +43,7 @@ class GenericClient(EngineClient):
 
     def is_alive(self) -> bool:
         """False only when nothing answers (connection refused); slow answers count as alive."""
-        try:
-            httpx.get(
-                f"{self.base_url}/v1/models",
-                headers=self.headers(),
-                timeout=PROBE_TIMEOUT_S,
-                trust_env=False,
-            )
-        except httpx.TimeoutException:
-            return True
-        except httpx.TransportError:
-            return False
-        return True
+        return http_util.answers(lambda: http_util.get(self, "/v1/models", PROBE_TIMEOUT_S))
 
     def notes(self) -> list[str]:
         return [f"generic OpenAI client for {self.base_url}: the engine exposes no counters here"]

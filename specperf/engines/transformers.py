@@ -24,7 +24,14 @@ from typing import Any, cast
 
 import httpx
 
-from specperf.engines.base import Devices, EngineClient, EngineSpec, normalize_url
+from specperf.engines import http_util
+from specperf.engines.base import (
+    Devices,
+    EngineClient,
+    EngineSpec,
+    chunk_token_ids,
+    normalize_url,
+)
 from specperf.engines.server_engine import LaunchPlan, RecordFacts, ServerEngine
 from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import Counters
@@ -96,20 +103,12 @@ class TransformersClient(EngineClient):
         return self._config
 
     def is_alive(self) -> bool:
-        try:
-            httpx.get(f"{self.base_url}/health", timeout=TIMEOUT_S, trust_env=False)
-        except httpx.TimeoutException:
-            return True
-        except httpx.TransportError:
-            return False
-        return True
+        return http_util.answers(
+            lambda: httpx.get(f"{self.base_url}/health", timeout=TIMEOUT_S, trust_env=False)
+        )
 
     def extract_token_ids(self, chunk: dict[str, Any]) -> list[int] | None:
-        choices = chunk.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
-            return None
-        ids = choices[0].get("token_ids")
-        return [int(i) for i in ids] if isinstance(ids, list) else None
+        return chunk_token_ids(chunk)
 
     def check_workload(self, workload: Any) -> None:
         method = self.server_config().get("method")

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specperf.dotted import get_path
 from specperf.errors import ConfigError
 from specperf.fileio import read_jsonl
+from specperf.summary_schema import check_summary
 
 NATIVE = "native"
 SUMMARY = "summary.json"
@@ -44,14 +46,6 @@ def read_json(path: Path) -> Any:
 def find_items(root: Path) -> list[Path]:
     """Item directories under ``root`` (any depth), i.e. those holding a summary.json."""
     return sorted(p.parent for p in root.rglob(SUMMARY))
-
-
-def _get(d: Any, *path: str) -> Any:
-    for k in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
 
 
 def _num(x: Any) -> float | None:
@@ -85,7 +79,7 @@ def engine_label(summary: dict[str, Any]) -> str:
     for k in ("engine_label", "label"):
         if summary.get(k):
             return str(summary[k])
-    label = _get(summary, "environment", "engine", "label")
+    label = get_path(summary, "environment", "engine", "label")
     if label:
         return str(label)
     kind, version = summary.get("engine") or "?", summary.get("engine_version")
@@ -107,8 +101,8 @@ def sampling_label(summary: dict[str, Any]) -> str:
 def hardware_profile(summary: dict[str, Any]) -> str:
     return str(
         summary.get("hardware_profile")
-        or _get(summary, "environment", "hardware_profile")
-        or _get(summary, "environment", "hardware", "profile")
+        or get_path(summary, "environment", "hardware_profile")
+        or get_path(summary, "environment", "hardware", "profile")
         or "unknown"
     )
 
@@ -256,6 +250,7 @@ def load_results(dirs: Sequence[Path | str], label: str | None = None) -> Result
             summary = read_json(item_dir / SUMMARY)
             if not isinstance(summary, dict):
                 raise ConfigError(f"{item_dir / SUMMARY}: expected a JSON object")
+            check_summary(summary, str(item_dir / SUMMARY))
             if item_dir.name in seen and seen[item_dir.name] != item_dir:
                 raise ConfigError(
                     f"{item_dir}: item {item_dir.name!r} also in {seen[item_dir.name]}; "

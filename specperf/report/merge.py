@@ -27,6 +27,7 @@ from specperf.baselines import load_baselines
 from specperf.errors import ConfigError
 from specperf.report.load import ENGINE_STARTS, SUMMARY, find_items, read_json, read_jsonl
 from specperf.results import write_json_atomic
+from specperf.summary_schema import check_summary
 
 # Parts of suite.json a verdict reads: shards must agree on them.
 SNAPSHOT_VERDICT_KEYS = ("metrics", "rules", "known_issues", "workload", "baseline_file")
@@ -107,7 +108,7 @@ def merge(
         for item in items:
             rel = item.relative_to(src) if item != src else Path(name)
             dest = out / rel
-            key = read_json(item / SUMMARY).get("key")
+            key = check_summary(read_json(item / SUMMARY), str(item / SUMMARY)).get("key")
             key_s = json.dumps(key, sort_keys=True) if key is not None else None
             if key_s is not None and key_s in keys and not _same_item(keys[key_s], item):
                 raise ConfigError(

@@ -17,6 +17,7 @@ from typing import Any
 from specperf.config import ItemKey
 from specperf.errors import ConfigError
 from specperf.fileio import append_lines, read_jsonl
+from specperf.summary_schema import check_summary
 from specperf.verdict.checks import Check
 
 SUMMARY = "summary.json"
@@ -98,7 +99,7 @@ def load_item(path: Path) -> ItemResult:
         data = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path / SUMMARY}: cannot read: {exc}") from None
-    return ItemResult(data, path)
+    return ItemResult(check_summary(data, str(path / SUMMARY)), path)
 
 
 def load_results(dirs: Iterable[Path | str]) -> dict[str, ItemResult]:

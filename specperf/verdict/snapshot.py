@@ -40,14 +40,7 @@ class KnownIssueSnapshot(Table):
     metrics: list[str] | None = None
 
     def issue(self) -> KnownIssue:
-        return KnownIssue(
-            reason=self.reason,
-            link=self.link,
-            until_engine_version=self.until_engine_version,
-            until_date=self.until_date,
-            match=tuple(sorted((self.match or {}).items())),
-            metrics=tuple(self.metrics or ()),
-        )
+        return KnownIssue.of(self)
 
 
 class SuiteSnapshot(Table):

@@ -59,15 +59,17 @@ def test_hardware_profile_rules(monkeypatch: pytest.MonkeyPatch) -> None:
         "nvidia-a100-sxm4-80gb-migx1"
     )
     assert hardware_profile("my-lab-box", gpus=[gpu("NVIDIA L40")]) == "my-lab-box"
-    monkeypatch.setattr(env_mod, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
-    monkeypatch.setattr(env_mod, "cpu_vendor", lambda: "amd")
-    monkeypatch.setattr(env_mod, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.setattr(env_mod.host, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
+    monkeypatch.setattr(env_mod.host, "cpu_vendor", lambda: "amd")
+    monkeypatch.setattr(env_mod.host, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     assert hardware_profile(gpus=[], cpus=2) == "cpu-amd-epyc-9654-avx512-2c"
-    monkeypatch.setattr(env_mod, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8481C CPU")
-    monkeypatch.setattr(env_mod, "cpu_vendor", lambda: "intel")
-    monkeypatch.setattr(env_mod, "cpu_flags", lambda: {"avx2", "avx512f", "amx_tile", "amx_bf16"})
+    monkeypatch.setattr(env_mod.host, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8481C CPU")
+    monkeypatch.setattr(env_mod.host, "cpu_vendor", lambda: "intel")
+    monkeypatch.setattr(
+        env_mod.host, "cpu_flags", lambda: {"avx2", "avx512f", "amx_tile", "amx_bf16"}
+    )
     assert hardware_profile(gpus=[], cpus=2) == "cpu-intel-xeon-platinum-8481c-amx-2c"
     # a forced weaker kernel ISA is another numerics profile
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
@@ -160,7 +162,7 @@ def test_summary_of_synthetic_samples() -> None:
 
 
 def test_sampler_without_nvml_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(env_mod, "_nvml", lambda: None)
+    monkeypatch.setattr(env_mod.sampler, "_nvml", lambda: None)
     with GpuSampler([0], interval_s=0.01) as sampler:
         pass
     summary = sampler.summary()
@@ -248,7 +250,7 @@ class _FakeNVML:
 
 def test_mig_uuids_resolve_to_their_slice_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _FakeNVML()
-    monkeypatch.setattr(env_mod, "_nvml", lambda: fake)
+    monkeypatch.setattr(env_mod.nvml, "_nvml", lambda: fake)
     assert env_mod.gpu_indices(["MIG-s1", "GPU-aaa", "1"]) == [1, 0, 1]
     rows = env_mod.visible_gpus(["MIG-s1"])
     assert rows[0]["mig_profile"] == "1g.10gb" and rows[0]["uuid"] == "MIG-s1"

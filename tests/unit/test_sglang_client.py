@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specperf import workload as workload_module
 from specperf.engines import detect_client
 from specperf.engines import sglang as sg
 from specperf.engines.process import wait_http_ok
 from specperf.measure import measure
 from specperf.schemas import Dataset, PromptItem, SamplingParams, WorkloadSpec
+from specperf.workload import runner as workload_runner
 from tests.sglang_standin.server import StandinConfig, StandinServer
 
 EAGLE3_CHAIN = {"algorithm": "EAGLE3", "num_steps": 3, "topk": 1, "num_draft_tokens": 4}
@@ -218,12 +218,12 @@ def test_measure_through_the_summary_contract(standin: StandinServer, tmp_path: 
 
 
 def _workload_feeds_observe_chunk() -> bool:
-    return "observe_chunk" in inspect.getsource(workload_module)
+    return "observe_chunk" in inspect.getsource(workload_runner)
 
 
 @pytest.mark.skipif(
     not _workload_feeds_observe_chunk(),
-    reason="specperf/workload.py does not call EngineClient.observe_chunk yet (measurement "
+    reason="specperf/workload/runner.py does not call EngineClient.observe_chunk yet (measurement "
     "helper's file): the per-request fallback is tested on the client above",
 )
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from packaging.version import Version
 
+from specperf.engines import http_util
 from specperf.engines.base import EngineClient, normalize_url
 from specperf.engines.sglang.command import Topology
 from specperf.engines.sglang.counters import (
@@ -53,9 +54,7 @@ class SglangClient(EngineClient):
     # -- HTTP
 
     def _get(self, path: str, timeout: float = HTTP_TIMEOUT_S) -> httpx.Response:
-        return httpx.get(
-            f"{self.base_url}{path}", headers=self.headers(), timeout=timeout, trust_env=False
-        )
+        return http_util.get(self, path, timeout)
 
     def server_info(self, refresh: bool = False) -> dict[str, Any] | None:
         """``/server_info``, falling back to ``/get_server_info`` (the only name before 0.5.10
@@ -160,26 +159,12 @@ class SglangClient(EngineClient):
     def reset_prefix_cache(self) -> bool:
         """``POST /flush_cache``: empties the radix cache (and SGLang's internal accept-length
         average); refused (400) while requests are running."""
-        try:
-            resp = httpx.post(
-                f"{self.base_url}/flush_cache",
-                headers=self.headers(),
-                timeout=HTTP_TIMEOUT_S,
-                trust_env=False,
-            )
-        except httpx.HTTPError:
-            return False
-        return resp.status_code == 200
+        resp = http_util.post_or_none(self, "/flush_cache", HTTP_TIMEOUT_S)
+        return resp is not None and resp.status_code == 200
 
     def is_alive(self) -> bool:
         """False only when nothing answers; ``/v1/models`` does not run a generation."""
-        try:
-            self._get("/v1/models")
-        except httpx.TimeoutException:
-            return True
-        except httpx.TransportError:
-            return False
-        return True
+        return http_util.answers(lambda: self._get("/v1/models"))
 
     def notes(self) -> list[str]:
         out: list[str] = []

@@ -1,0 +1,106 @@
+"""vLLM's Prometheus counters → Counters, and the resolved settings of ``/server_info``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specperf.schemas import Counters
+
+# Prometheus sample name (``_total`` samples only) -> Counters field
+_COUNTER_SAMPLES = {
+    "vllm:spec_decode_num_drafts_total": "drafts",
+    "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens",
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:prompt_tokens_total": "prompt_tokens",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+}
+_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+_EXTRA_SAMPLES = {
+    "vllm:num_preemptions_total": "num_preemptions",
+    "vllm:request_success_total": "request_success",
+}
+
+
+def parse_metrics(text: str) -> Counters:
+    """vLLM ``/metrics`` text → Counters: ``_total`` samples only (``_created`` skipped),
+    summed over the ``engine`` label (DP ranks), per-position by ``position``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    per_pos: dict[int, float] = {}
+    extra: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name
+            if not name.endswith("_total"):
+                continue
+            if name in _COUNTER_SAMPLES:
+                field = _COUNTER_SAMPLES[name]
+                sums[field] = sums.get(field, 0.0) + float(sample.value)
+            elif name == _PER_POSITION:
+                pos = int(sample.labels.get("position", "0"))
+                per_pos[pos] = per_pos.get(pos, 0.0) + float(sample.value)
+            elif name in _EXTRA_SAMPLES:
+                key = _EXTRA_SAMPLES[name]
+                extra[key] = extra.get(key, 0.0) + float(sample.value)
+    positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else None
+    return Counters(
+        drafts=sums.get("drafts"),
+        draft_tokens=sums.get("draft_tokens"),
+        accepted_tokens=sums.get("accepted_tokens"),
+        accepted_per_position=positions,
+        generation_tokens=sums.get("generation_tokens"),
+        prompt_tokens=sums.get("prompt_tokens"),
+        prefix_cache_queries=sums.get("prefix_cache_queries"),
+        prefix_cache_hits=sums.get("prefix_cache_hits"),
+        extra=tuple(sorted(extra.items())),
+    )
+
+
+def summarize_server_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved settings that decide performance, from ``/server_info?config_format=json``."""
+    cfg = info.get("vllm_config")
+    if not isinstance(cfg, Mapping):
+        return {}
+    pick = {
+        "model_config": ("model", "dtype", "max_model_len", "served_model_name", "enforce_eager"),
+        "cache_config": (
+            "block_size",
+            "enable_prefix_caching",
+            "cache_dtype",
+            "kv_cache_memory_bytes",
+            "num_gpu_blocks",
+            "num_cpu_blocks",
+            "gpu_memory_utilization",
+        ),
+        "scheduler_config": (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "enable_chunked_prefill",
+            "async_scheduling",
+        ),
+        "parallel_config": ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size"),
+        "speculative_config": (
+            "method",
+            "model",
+            "num_speculative_tokens",
+            "prompt_lookup_min",
+            "prompt_lookup_max",
+            "draft_tensor_parallel_size",
+        ),
+        "compilation_config": ("mode", "cudagraph_mode"),
+    }
+    out: dict[str, Any] = {}
+    for section, keys in pick.items():
+        sec = cfg.get(section)
+        if isinstance(sec, Mapping):
+            out[section] = {k: sec.get(k) for k in keys if k in sec}
+        elif sec is None and section == "speculative_config":
+            out[section] = None
+    env = info.get("vllm_env")
+    if isinstance(env, Mapping):
+        out["vllm_env"] = {k: v for k, v in env.items() if k.startswith("VLLM_CPU")}
+    return out

