@@ -92,18 +92,12 @@ class FitReport:
 
 
 def chat_ids(tokenizer: Any, text: str, thinking: bool = False) -> list[int]:
-    """Token ids of a one-turn chat prompt, as the servers build it from the chat template."""
-    out = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}],
-        add_generation_prompt=True,
-        enable_thinking=thinking,
-        tokenize=True,
-    )
-    if isinstance(out, dict) or hasattr(out, "keys"):
-        out = out["input_ids"]
-    if out and isinstance(out[0], list):
-        out = out[0]
-    return [int(t) for t in out]
+    """Token ids of a one-turn chat prompt, as the servers build it from the chat template (the
+    transformers server's own encoder, so the head is fitted on exactly what it will be sent)."""
+    from specperf.engines.hf_server import encode_chat
+
+    messages = [{"role": "user", "content": text}]
+    return encode_chat(tokenizer, messages, {"enable_thinking": thinking})
 
 
 def suite_prompts(suite: str = "cpu-tiny") -> list[tuple[str, str]]:
