@@ -1,0 +1,56 @@
+"""The architecture's import contracts (pyproject.toml [tool.importlinter], docs/architecture.md)
+hold on the tree, and they can fail: a planted forbidden edge, engines importing the verdict, is
+caught. Runs import-linter's own CLI on a copy of the package, so the real tree is never edited."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture()
+def tree_copy(tmp_path: Path) -> Path:
+    if not LINT_IMPORTS.exists():
+        pytest.skip(f"import-linter missing ({LINT_IMPORTS}): pip install -e '.[dev]'")
+    shutil.copytree(
+        ROOT / "specperf", tmp_path / "specperf", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_tree_keeps_every_contract(tree_copy: Path) -> None:
+    out = _lint(tree_copy)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 broken" in out.stdout
+
+
+def test_a_planted_forbidden_import_breaks_the_engines_contract(tree_copy: Path) -> None:
+    planted = tree_copy / "specperf" / "engines" / "base.py"
+    planted.write_text(planted.read_text() + "\nimport specperf.verdict  # planted\n")
+    out = _lint(tree_copy)
+    assert out.returncode != 0, out.stdout
+    assert "engines never import the verdict" in out.stdout
+    assert "BROKEN" in out.stdout
+    assert "specperf.engines.base -> specperf.verdict" in out.stdout
