@@ -109,9 +109,10 @@ def item_rows(
 
 
 def engine_rows(
-    bf: BaselineFile, policies: dict[str, MetricPolicy], alpha: float
+    bf: BaselineFile, policies: dict[str, MetricPolicy], alpha: float, k: int = 1
 ) -> list[dict[str, Any]]:
-    """Engine-wide: start index j of every item of an engine plays tonight (one start each)."""
+    """Engine-wide: the same ``k`` start indices of every item of an engine play tonight (a
+    run of ``k`` engine starts per config), the other starts the baseline."""
     rows = []
     engines = sorted({e.key.engine for e in bf.entries.values()})
     for engine in engines:
@@ -127,7 +128,7 @@ def engine_rows(
                 vals = entry.start_values(metric)
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
                     continue
-                if len(vals) >= stats.MIN_BASELINE_STARTS + 1:
+                if len(vals) >= stats.MIN_BASELINE_STARTS + k:
                     series.append(vals)
                     units.append(entry.key.method)  # one engine config: one start per run
             if len(series) < 2:
@@ -140,13 +141,14 @@ def engine_rows(
                 "cv": statistics.median(statistics.stdev(v) / statistics.fmean(v) for v in series),
                 "min_effect": pol.tolerance,
             }
+            splits = _splits(n, k)
             for effect in (0.0, *EFFECTS):
                 red = 0
-                for j in range(n):
+                for cur, base in splits:
                     groups = [
                         (
-                            _moved([v[j]], pol.direction, effect),
-                            [x for i, x in enumerate(v) if i != j],
+                            _moved([v[i] for i in cur], pol.direction, effect),
+                            [v[i] for i in base] + v[n:],
                         )
                         for v in series
                     ]
@@ -154,7 +156,7 @@ def engine_rows(
                         groups, pol.direction, min_effect=pol.tolerance, alpha=alpha, units=units
                     )
                     red += bool(d.regressed)
-                row[effect] = red / n
+                row[effect] = red / len(splits)
             rows.append(row)
     return rows
 
@@ -166,11 +168,19 @@ def _spread_from(row: dict[str, Any]) -> str:
     return "this item" if n == 1 else f"{n} items pooled"
 
 
-def table(rows: list[dict[str, Any]], alpha: stats.AlphaSplit, k: int, source: str) -> str:
+def table(
+    rows: list[dict[str, Any]],
+    alpha: stats.AlphaSplit,
+    k: int,
+    source: str,
+    suite: str = "cpu-tiny",
+) -> str:
+    suite_arg = "" if suite == "cpu-tiny" else f" --suite {suite}"
+    starts_arg = "" if k == 1 else f" --starts {k}"
     head = (
         f"Resampled from `{source}` (leave-{k}-out over recorded engine starts; "
         f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}; "
-        f"`python scripts/verdict_power.py {source}`):\n\n"
+        f"`python scripts/verdict_power.py {source}{suite_arg}{starts_arg}`):\n\n"
         "| item | metric | starts | spread from | CV | min effect | false alarm | power -5 % | "
         "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|---|\n"
     )
@@ -197,14 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.baseline}: no entries", file=sys.stderr)
         return 2
     rows = item_rows(bf, dict(suite.metrics), alpha.item, args.starts)
-    rows += engine_rows(bf, dict(suite.metrics), alpha.engine_wide)
+    rows += engine_rows(bf, dict(suite.metrics), alpha.engine_wide, args.starts)
     if not rows:
         print(f"{args.baseline}: no gated metric has enough starts to resample", file=sys.stderr)
         return 2
     rel = args.baseline.resolve()
     if rel.is_relative_to(ROOT):
         rel = rel.relative_to(ROOT)
-    text = table(rows, alpha, args.starts, str(rel))
+    text = table(rows, alpha, args.starts, str(rel), args.suite)
     print(text)
     if args.write_docs:
         doc = args.write_docs.read_text(encoding="utf-8")
