@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from specperf.testkit.models import *  # noqa: F403
 from specperf.testkit.models import __all__ as _all
-from specperf.testkit.models.qwen3 import _build_into, _dflash_digest, _mtp_digest  # noqa: F401
+from specperf.testkit.models.cache import _build_into  # noqa: F401
+from specperf.testkit.models.corpus import _corpus  # noqa: F401
+from specperf.testkit.models.dflash import _dflash_digest  # noqa: F401
+from specperf.testkit.models.mtp import _mtp_digest  # noqa: F401
 
 __all__ = list(_all)
 
 if __name__ == "__main__":
-    from specperf.testkit.models.qwen3 import main
+    from specperf.testkit.models.cli import main
 
     raise SystemExit(main())

@@ -15,9 +15,9 @@ from specperf.testkit.models import (
     DEFAULT_RECIPE,
     EAGLE3_DIR,
     build_tiny_model,
+    cache,
     ensure_tiny_model,
     is_complete,
-    qwen3,
     tiny_model_path,
 )
 
@@ -125,7 +125,7 @@ def test_ensure_caches_by_recipe_hash(
     shutil.copytree(built, path)
     stamp = (path / "model.safetensors").stat().st_mtime_ns
     calls: list[object] = []
-    monkeypatch.setattr(qwen3, "_build_into", lambda *a: calls.append(a))
+    monkeypatch.setattr(cache, "_build_into", lambda *a: calls.append(a))
     assert ensure_tiny_model() == path
     assert calls == [] and (path / "model.safetensors").stat().st_mtime_ns == stamp
     # another recipe gets another directory and counts as not built
@@ -141,7 +141,7 @@ def test_incomplete_build_leaves_no_directory(
         (out / "config.json").write_text("{}")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(qwen3, "_build_into", boom)
+    monkeypatch.setattr(cache, "_build_into", boom)
     with pytest.raises(RuntimeError):
         build_tiny_model(tmp_path / "m")
     assert not (tmp_path / "m").exists()

@@ -8,7 +8,7 @@ import pytest
 from specperf import pool
 from specperf.errors import ConfigError
 from specperf.testkit import models as testmodels
-from specperf.testkit.models import qwen3
+from specperf.testkit.models import cli
 
 
 def test_recipes_have_distinct_cache_dirs():
@@ -94,9 +94,9 @@ def test_model_build_makes_the_fitted_head_unless_told_not_to(tmp_path, monkeypa
     from specperf.testkit import eagle3_fit as fit
 
     calls = []
-    monkeypatch.setattr(qwen3, "ensure_tiny_model", lambda r: tmp_path / r.name)
+    monkeypatch.setattr(cli, "ensure_tiny_model", lambda r: tmp_path / r.name)
     monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: calls.append(target) or target)
     parser = argparse.ArgumentParser()
-    qwen3.add_arguments(parser)
-    assert qwen3.run(parser.parse_args(["build", *flags])) == 0
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args(["build", *flags])) == 0
     assert calls == ([tmp_path / "tiny-qwen3"] if fitted else [])
