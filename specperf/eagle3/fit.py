@@ -11,6 +11,6 @@ from specperf.testkit.eagle3_fit import __all__ as _all
 __all__ = list(_all)
 
 if __name__ == "__main__":
-    from specperf.testkit.eagle3_fit.engine_fit import main
+    from specperf.testkit.eagle3_fit.cli import main
 
     raise SystemExit(main())
