@@ -31,7 +31,7 @@ from vllm_bench_client import run_vllm_bench, vllm_python, write_prompts  # noqa
 from specperf.bench import load_prompt_jsonl  # noqa: E402
 from specperf.engines.base import Devices, EngineSpec  # noqa: E402
 from specperf.engines.vllm import VllmEngine  # noqa: E402
-from specperf.testmodels import ensure_tiny_model  # noqa: E402
+from specperf.testkit.models import ensure_tiny_model  # noqa: E402
 from specperf.workload import rank_items  # noqa: E402
 
 TOLERANCE = 0.10  # output tok/s and TPOT: the "within 10%"

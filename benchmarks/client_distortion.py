@@ -171,7 +171,7 @@ def main() -> int:
     if not args.no_vllm:
         tokenizer = args.tokenizer
         if not tokenizer:
-            from specperf.testmodels import ensure_tiny_model
+            from specperf.testkit.models import ensure_tiny_model
 
             tokenizer = str(ensure_tiny_model())
         peer = (vllm_python(args.vllm_python), tokenizer)

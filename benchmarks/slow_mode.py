@@ -46,7 +46,7 @@ from specperf.bench import load_prompt_jsonl  # noqa: E402
 from specperf.engines.base import Devices, EngineSpec  # noqa: E402
 from specperf.engines.vllm import VllmEngine  # noqa: E402
 from specperf.placement import LoadSnapshot, engine_affinity, load_over  # noqa: E402
-from specperf.testmodels import ensure_tiny_model  # noqa: E402
+from specperf.testkit.models import ensure_tiny_model  # noqa: E402
 from specperf.workload import rank_items  # noqa: E402
 
 PROMPTS = 16

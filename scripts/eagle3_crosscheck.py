@@ -118,9 +118,9 @@ def main() -> int:
     args = ap.parse_args()
     from specperf.config import load_suite
     from specperf.datasets import load_dataset
-    from specperf.eagle3.fit import ensure_fitted_head
     from specperf.engines.base import EngineSpec
-    from specperf.testmodels import ensure_tiny_model
+    from specperf.testkit.eagle3_fit import ensure_fitted_head
+    from specperf.testkit.models import ensure_tiny_model
 
     args.out.mkdir(parents=True, exist_ok=True)
     target = ensure_tiny_model()

@@ -148,7 +148,7 @@ def build_models(models_dir: Path, shapes: str) -> dict[str, str]:
     """config.json (+ the tiny tokenizer, whose ids the random model's vocabulary covers) for
     target, draft and EAGLE3 head. The tokenizer has 2048 tokens: ids above decode to nothing,
     and the token ids streamed per chunk carry the output."""
-    from specperf.testmodels import ensure_tiny_model
+    from specperf.testkit.models import ensure_tiny_model
 
     tiny = ensure_tiny_model()
     tok_cfg = json.loads((tiny / "config.json").read_text())

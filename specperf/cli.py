@@ -62,7 +62,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "  specperf verdict results/A --baseline baselines/nvidia-l40x1.json --all",
     ),
     "model": (
-        "specperf.testmodels",
+        "specperf.testkit.models.cli",
         "build the tiny local test models (no hub needed)",
         "Build the random-weight tiny Qwen3 models, tokenizer and EAGLE3 heads the cpu-tiny "
         "suite and the integration tests use (seconds; cached under ~/.cache/specperf/models).\n\n"

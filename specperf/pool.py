@@ -162,7 +162,7 @@ TINY_SUFFIXES = ("-eagle3-fit", "-eagle3", "")
 
 def _parse_tiny(ref: str) -> tuple[str, str]:
     """``tiny:qwen3-eagle3-fit`` → ("qwen3", "-eagle3-fit"); unknown names → ConfigError."""
-    from specperf import testmodels
+    from specperf.testkit import models as testmodels
 
     name = ref[len(TINY_PREFIX) :]
     for suffix in TINY_SUFFIXES:
@@ -178,15 +178,15 @@ def _parse_tiny(ref: str) -> tuple[str, str]:
 def resolve_tiny(ref: str) -> Path:
     """``tiny:<recipe>`` → that local test model; ``tiny:<recipe>-eagle3`` → its random-init
     EAGLE3 head; ``tiny:<recipe>-eagle3-fit`` → an EAGLE3 head distilled on it
-    (``specperf.eagle3.fit``; built once, cached by its recipe digest)."""
-    from specperf import testmodels
+    (``specperf.testkit.eagle3_fit``; built once, cached by its recipe digest)."""
+    from specperf.testkit import models as testmodels
 
     recipe_name, suffix = _parse_tiny(ref)
     path = testmodels.ensure_tiny_model(testmodels.RECIPES[recipe_name])
     if suffix == "-eagle3":
         return testmodels.tiny_eagle3_path(path)
     if suffix == "-eagle3-fit":
-        from specperf.eagle3.fit import ensure_fitted_head
+        from specperf.testkit.eagle3_fit import ensure_fitted_head
 
         return ensure_fitted_head(path)
     return path
@@ -196,12 +196,12 @@ def tiny_identity(ref: str) -> str:
     """What a ``tiny:`` reference is, for fingerprints: ``<ref>@<recipe digest>``. Never a hash
     of the weights: seeded init and fitting differ in low bits between instruction sets, while
     the recipe (and, for the fitted head, the fit's own recipe) decides everything else."""
-    from specperf import testmodels
+    from specperf.testkit import models as testmodels
 
     recipe_name, suffix = _parse_tiny(ref)
     recipe = testmodels.RECIPES[recipe_name]
     if suffix == "-eagle3-fit":
-        from specperf.eagle3.fit import fitted_head_key
+        from specperf.testkit.eagle3_fit import fitted_head_key
 
         digest = fitted_head_key(testmodels.tiny_model_path(recipe).name)
     else:

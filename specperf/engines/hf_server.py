@@ -539,7 +539,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def start_backend(args: argparse.Namespace) -> tuple[Any, Backend, dict[str, Any]]:
     """Everything the server does before it listens: attention backends, tokenizer, model and
     method, the compiled-vs-eager start-up check (also the warm-up). Shared with the EAGLE3 fit
-    on the engine path (specperf.eagle3.fit), which must see exactly the numerics served."""
+    on the engine path (specperf.testkit.eagle3_fit), which must see exactly the numerics served."""
     from transformers import AutoTokenizer
 
     if args.sdpa_cudnn == "off" and torch.cuda.is_available():

@@ -46,7 +46,7 @@ def vllm_python() -> str:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    from specperf.testmodels import ensure_tiny_model
+    from specperf.testkit.models import ensure_tiny_model
 
     return ensure_tiny_model()
 

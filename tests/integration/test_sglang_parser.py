@@ -46,7 +46,7 @@ def env(request: pytest.FixtureRequest) -> tuple[str, Version]:
 @pytest.fixture(scope="module")
 def tiny() -> dict[str, str]:
     """Real local model dirs: 0.5.2 reads the model config while parsing."""
-    from specperf import testmodels
+    from specperf.testkit import models as testmodels
 
     model = testmodels.ensure_tiny_model()
     return {

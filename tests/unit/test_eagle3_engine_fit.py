@@ -16,9 +16,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specperf.eagle3 import fit
 from specperf.eagle3.checkpoint import new_head, read_state, save_head
 from specperf.eagle3.config import Eagle3Config
+from specperf.testkit import eagle3_fit as fit
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = str(ROOT / "specperf" / "suites" / "h200-transformers.toml")
@@ -93,7 +93,7 @@ def tiny() -> Any:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from specperf.eagle3.checkpoint import load_head
-    from specperf.testmodels import ensure_tiny_model, tiny_eagle3_path
+    from specperf.testkit.models import ensure_tiny_model, tiny_eagle3_path
 
     path = ensure_tiny_model()
     tok = AutoTokenizer.from_pretrained(str(path))

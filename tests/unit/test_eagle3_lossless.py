@@ -28,7 +28,7 @@ PROMPTS = [
 def tiny() -> Iterator[tuple[Any, Any, Any]]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specperf.testmodels import ensure_tiny_model, tiny_eagle3_path
+    from specperf.testkit.models import ensure_tiny_model, tiny_eagle3_path
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -47,7 +47,7 @@ def tiny() -> Iterator[tuple[Any, Any, Any]]:
 
 
 def prompt_ids(tok: Any, text: str) -> list[int]:
-    from specperf.eagle3.fit import chat_ids
+    from specperf.testkit.eagle3_fit import chat_ids
 
     return chat_ids(tok, text)
 

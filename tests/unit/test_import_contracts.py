@@ -1,6 +1,7 @@
 """The architecture's import contracts (pyproject.toml [tool.importlinter], docs/architecture.md)
-hold on the tree, and they can fail: a planted forbidden edge, engines importing the verdict, is
-caught. Runs import-linter's own CLI on a copy of the package, so the real tree is never edited."""
+hold on the tree, and they can fail: a planted forbidden edge (engines importing the verdict, the
+session importing the testkit) is caught. Runs import-linter's own CLI on a copy of the package,
+so the real tree is never edited."""
 
 from __future__ import annotations
 
@@ -54,3 +55,36 @@ def test_a_planted_forbidden_import_breaks_the_engines_contract(tree_copy: Path)
     assert "engines never import the verdict" in out.stdout
     assert "BROKEN" in out.stdout
     assert "specperf.engines.base -> specperf.verdict" in out.stdout
+
+
+def test_a_planted_testkit_import_breaks_the_testkit_contract(tree_copy: Path) -> None:
+    planted = tree_copy / "specperf" / "session.py"
+    planted.write_text(planted.read_text() + "\nimport specperf.testkit.models  # planted\n")
+    out = _lint(tree_copy)
+    assert out.returncode != 0, out.stdout
+    assert "the product never imports the testkit" in out.stdout
+    assert "BROKEN" in out.stdout
+    assert "specperf.session -> specperf.testkit.models" in out.stdout
+
+
+def test_importing_the_product_loads_no_testkit_module() -> None:
+    """pool's edges to the testkit are ignored by the contract because they are lazy (inside the
+    functions that resolve `tiny:` names); this keeps them lazy."""
+    code = (
+        "import sys\n"
+        "import specperf.cli, specperf.config, specperf.modelid, specperf.pool\n"
+        "import specperf.plugin, specperf.report, specperf.session, specperf.verdict\n"
+        "print(sorted(m for m in sys.modules if m.startswith('specperf.testkit')))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

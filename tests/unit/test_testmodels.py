@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from specperf import testmodels
-from specperf.testmodels import (
+from specperf.testkit.models import (
     DEFAULT_RECIPE,
     EAGLE3_DIR,
     build_tiny_model,
+    cache,
     ensure_tiny_model,
     is_complete,
     tiny_model_path,
@@ -125,7 +125,7 @@ def test_ensure_caches_by_recipe_hash(
     shutil.copytree(built, path)
     stamp = (path / "model.safetensors").stat().st_mtime_ns
     calls: list[object] = []
-    monkeypatch.setattr(testmodels, "_build_into", lambda *a: calls.append(a))
+    monkeypatch.setattr(cache, "_build_into", lambda *a: calls.append(a))
     assert ensure_tiny_model() == path
     assert calls == [] and (path / "model.safetensors").stat().st_mtime_ns == stamp
     # another recipe gets another directory and counts as not built
@@ -141,7 +141,7 @@ def test_incomplete_build_leaves_no_directory(
         (out / "config.json").write_text("{}")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(testmodels, "_build_into", boom)
+    monkeypatch.setattr(cache, "_build_into", boom)
     with pytest.raises(RuntimeError):
         build_tiny_model(tmp_path / "m")
     assert not (tmp_path / "m").exists()
@@ -151,7 +151,7 @@ def test_incomplete_build_leaves_no_directory(
 def test_dflash_draft_is_in_zlab_format_and_built_once(built: Path) -> None:
     from safetensors.torch import load_file
 
-    from specperf.testmodels import DFLASH_DIR, build_tiny_dflash
+    from specperf.testkit.models import DFLASH_DIR, build_tiny_dflash
 
     out = build_tiny_dflash(built)
     assert out == built / DFLASH_DIR
@@ -176,7 +176,7 @@ def test_dflash_draft_is_in_zlab_format_and_built_once(built: Path) -> None:
 def test_mtp_target_has_qwen3_next_mtp_weights(tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    from specperf.testmodels import MTP_NAME, ensure_tiny_mtp_model
+    from specperf.testkit.models import MTP_NAME, ensure_tiny_mtp_model
 
     path = ensure_tiny_mtp_model(root=tmp_path)
     assert path.parent == tmp_path and path.name.startswith(MTP_NAME + "-")

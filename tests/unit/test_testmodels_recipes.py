@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specperf import pool, testmodels
+from specperf import pool
 from specperf.errors import ConfigError
+from specperf.testkit import models as testmodels
+from specperf.testkit.models import cli
 
 
 def test_recipes_have_distinct_cache_dirs():
@@ -51,7 +53,7 @@ def test_cpu_tiny_can_swap_in_the_compute_bound_model():
 
 
 def test_eagle3_fit_suffix_resolves_to_the_fitted_head_of_that_model(tmp_path, monkeypatch):
-    from specperf.eagle3 import fit
+    from specperf.testkit import eagle3_fit as fit
 
     monkeypatch.setattr(testmodels, "ensure_tiny_model", lambda r: tmp_path / r.name)
     monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: target.parent / "fitted")
@@ -63,7 +65,7 @@ def test_eagle3_fit_suffix_resolves_to_the_fitted_head_of_that_model(tmp_path, m
 def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
     """Two machines (other cache roots, other ISAs) name one tiny artefact alike; another recipe
     or another fit recipe is another identity."""
-    from specperf.eagle3 import fit
+    from specperf.testkit import eagle3_fit as fit
 
     d = testmodels.DEFAULT_RECIPE.digest()
     assert pool.tiny_identity("tiny:qwen3") == f"tiny:qwen3@{d}"
@@ -89,12 +91,12 @@ def test_model_build_makes_the_fitted_head_unless_told_not_to(tmp_path, monkeypa
     before the tests) builds it, so the first perf item does not pay for the fit."""
     import argparse
 
-    from specperf.eagle3 import fit
+    from specperf.testkit import eagle3_fit as fit
 
     calls = []
-    monkeypatch.setattr(testmodels, "ensure_tiny_model", lambda r: tmp_path / r.name)
+    monkeypatch.setattr(cli, "ensure_tiny_model", lambda r: tmp_path / r.name)
     monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: calls.append(target) or target)
     parser = argparse.ArgumentParser()
-    testmodels.add_arguments(parser)
-    assert testmodels.run(parser.parse_args(["build", *flags])) == 0
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args(["build", *flags])) == 0
     assert calls == ([tmp_path / "tiny-qwen3"] if fitted else [])

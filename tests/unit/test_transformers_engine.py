@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def tiny_path() -> Path:
-    from specperf.testmodels import ensure_tiny_model
+    from specperf.testkit.models import ensure_tiny_model
 
     return ensure_tiny_model()
 
