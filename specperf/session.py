@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import shlex
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +30,9 @@ from specperf import verdict as vd
 from specperf.config import Item, Suite
 from specperf.engines.base import Devices, EngineSpec
 from specperf.errors import EngineStartError, SpecperfError
-from specperf.fileio import append_jsonl, write_text_atomic
+from specperf.fileio import write_text_atomic
 from specperf.pool import START_LOG, EnginePool, one_at_a_time
+from specperf.session_results import update_baseline, write_item_summary
 
 UPDATE_MODES = ("all", "missing", "failed")
 REPEAT_SUMMARY = "summary.repeat.json"
@@ -196,7 +196,9 @@ class SuiteSession:
                     break
 
         (wrap or (lambda fn: fn()))(run_all)
-        summary = self.finalize(item_dir, summaries)
+        summary = write_item_summary(
+            item_dir, summaries, self.metrics_of_interest(), self.opts.restart_between_repeats
+        )
         result = vd.ItemResult(summary, item_dir)
         return ItemRun(item, item_dir, result, summaries, summary.get("engine_version"))
 
@@ -250,43 +252,6 @@ class SuiteSession:
                 names.append(rule.metric)
         return names
 
-    def finalize(self, item_dir: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
-        """Write the item's summary.json: repeat 1's summary with ``figures`` (medians and
-        intervals over repeats, or a bootstrap interval over requests) and ``repeats``."""
-        if not summaries:
-            raise SpecperfError(f"{item_dir}: no run was measured")
-        first = vd.ItemResult(summaries[0], item_dir)
-        reqs = first.requests() if len(summaries) == 1 else []
-        figures = vd.aggregate(
-            summaries,
-            self.metrics_of_interest(),
-            reqs,
-            fresh_starts=self.opts.restart_between_repeats,
-        )
-        summary = dict(summaries[0])
-        summary["figures"] = figures
-        summary["repeats"] = [
-            {m: vd.figure(s, m) for m in figures}
-            | {
-                "engine_died": bool(s.get("engine_died")),
-                "wall_clock": s.get("wall_clock"),
-                "duration_s": s.get("duration_s"),
-            }
-            for s in summaries
-        ]
-        if len(summaries) > 1:
-            summary["repeat_1"] = {m: vd.figure(summaries[0], m) for m in figures}
-            for metric, fig in figures.items():
-                _set_path(summary, metric, fig.get("value"))
-            summary["completed"] = min(int(s.get("completed") or 0) for s in summaries)
-            summary["failed"] = max(int(s.get("failed") or 0) for s in summaries)
-            summary["engine_died"] = any(s.get("engine_died") for s in summaries)
-            summary.setdefault("notes", []).append(
-                f"figures are medians over {len(summaries)} repeats; requests.jsonl is repeat 1's"
-            )
-        write_text_atomic(item_dir / vd.SUMMARY, json.dumps(summary, indent=1, default=str) + "\n")
-        return summary
-
     # ------------------------------------------------------------------ judging
     def judge(self, run: ItemRun) -> ItemRun:
         """Checks against the baseline and the item's own same-run rules, the baseline update
@@ -319,7 +284,9 @@ class SuiteSession:
             known_issues=self.suite.known_issues,
             selected=self.opts.selected,
         )
-        run.updated = self.maybe_update(run, entry, checks)
+        run.updated = update_baseline(
+            run, entry, checks, self.opts, self.baseline_file, self.progress_line
+        )
         if run.updated:
             checks = [
                 dataclasses.replace(c, status="info", reason=f"{c.status}; baseline written now")
@@ -346,97 +313,11 @@ class SuiteSession:
         vd.write_verdicts(self.results_dir / vd.VERDICTS, checks)
         return run
 
-    def maybe_update(
-        self, run: ItemRun, entry: bl.BaselineEntry | None, checks: list[vd.Check]
-    ) -> bool:
-        mode = self.opts.update
-        if mode is None:
-            return False
-        run_ok = all(
-            c.status != "fail" for c in checks if c.metric in ("engine", "failed_requests")
-        )
-        if not run_ok:
-            return False  # never a baseline from a run whose requests failed
-        no_baseline = any(c.status in ("missing", "stale") for c in checks)
-        metric_failed = any(c.status == "fail" and not c.rule for c in checks)
-        if mode == "missing" and not no_baseline:
-            return False
-        if mode == "failed" and not metric_failed:
-            return False
-        new = bl.make_entry(
-            run.item.key,
-            run.result.figures,
-            self.suite.metrics,
-            fingerprint=run.result.fingerprint,
-            provenance=self.provenance(run),
-            hardware_profile=self.opts.hardware_profile,
-            previous=entry,
-        )
-        for metric, m in new.metrics.items():
-            if m.report_only:
-                self.progress_line(
-                    f"WARNING {run.item.id}: {metric} stored report-only: {m.report_only}"
-                )
-        bl.update_baselines(self.baseline_file, [new], hardware_profile=self.opts.hardware_profile)
-        append_jsonl(
-            self.results_dir / "baseline-updates.jsonl",
-            {"key": run.item.key.as_str(), "file": str(self.baseline_file), "mode": mode},
-        )
-        return True
-
-    def provenance(self, run: ItemRun) -> dict[str, Any]:
-        s = run.result.summary
-        env = s.get("environment") or {}
-        gpus = env.get("gpus") or []
-        git = env.get("suite_git") or {}
-        return {
-            "source": "measured",
-            "host": socket.gethostname(),
-            "engine_version": run.engine_version,
-            "engine_label": run.item.spec.label,
-            "hardware_profile": self.opts.hardware_profile,
-            "gpu": ", ".join(sorted({str(g.get("name")) for g in gpus})) or None,
-            "driver": env.get("gpu_driver"),
-            "cpu": env.get("cpu_model"),
-            "suite": self.suite.name,
-            "suite_commit": git.get("commit"),
-            "suite_dirty": git.get("dirty"),
-            "sample_size": {
-                "requests": run.item.workload.num_requests,
-                "repeats": len(run.summaries),
-                "engine_starts": (len(run.summaries) if self.opts.restart_between_repeats else 1),
-            },
-            "results_dir": str(self.results_dir),
-            "how_measured": (
-                f"specperf suite {self.suite.name}, item {run.item.id}: closed loop at "
-                f"concurrency {run.item.workload.concurrency}, {run.item.workload.num_requests} "
-                f"requests, {len(run.summaries)} repeat(s)"
-                + (
-                    ", each on a fresh engine start"
-                    if self.opts.restart_between_repeats and len(run.summaries) > 1
-                    else ""
-                )
-                + ", value = median"
-            ),
-        }
-
     def update_command(self, item: Item) -> str:
         return f"{self.opts.rerun_hint} -k {shlex.quote(item.id)} --update-baselines=missing"
 
     def close(self) -> None:
         self.pool.close()
-
-
-def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    cur = d
-    for p in parts[:-1]:
-        nxt = cur.get(p)
-        if not isinstance(nxt, dict):
-            return
-        cur = nxt
-    if parts[-1] in cur or value is not None:
-        cur[parts[-1]] = value
 
 
 def _environment(profile: str, devices: Devices) -> dict[str, Any]:

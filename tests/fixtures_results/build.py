@@ -297,8 +297,9 @@ def simulate_item(label: str, method: str, dataset: str, c: int) -> tuple[dict, 
 
 
 def enrich(summary: dict, records: list) -> None:
-    """What the suite's session adds after measuring (``Session.finalize``): the aggregated
-    figures (a bootstrap interval over requests for one run) and the per-repeat figures."""
+    """What the suite's session adds after measuring (``session_results.write_item_summary``):
+    the aggregated figures (a bootstrap interval over requests for one run) and the per-repeat
+    figures."""
     summary["figures"] = aggregate([summary], list(DEFAULT_METRICS), records)
     summary["repeats"] = [
         {m: figure(summary, m) for m in summary["figures"]} | {"engine_died": False}
