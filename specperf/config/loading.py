@@ -124,6 +124,7 @@ def parse_suite(data: Mapping[str, Any], source: str, overrides: Mapping[str, st
         warmup_requests=f.workload.warmup_requests,
         group_by=f.suite.group_by,
         restart_between_repeats=f.suite.restart_between_repeats,
+        repeat=f.suite.repeat,
     )
 
 

@@ -137,6 +137,8 @@ class Suite:
     # repeats each on a fresh engine start: on a noisy CPU start-to-start variance is larger
     # than the variance within one start, and a measured tolerance must cover it
     restart_between_repeats: bool = False
+    # measurements per item in a run when --repeat is not given ([suite] repeat)
+    repeat: int = 1
 
     def engine(self, name: str) -> EngineConf:
         for e in self.engines:

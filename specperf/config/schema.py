@@ -124,6 +124,16 @@ class SuiteTable(Table):
     baseline_file: Text | None = None
     group_by: Annotated[Text, one_of(("engine", "method"))] = "engine"
     restart_between_repeats: bool = False
+    # engine starts per item in a run when --repeat is not given (docs/baselines.md: how many
+    # starts a run needs to see a given slowdown on a profile)
+    repeat: int = 1
+
+    @field_validator("repeat")
+    @classmethod
+    def _repeat(cls, n: int) -> int:
+        if n < 1:
+            raise problem("must be >= 1")
+        return n
 
 
 class EngineTable(ServerShape):

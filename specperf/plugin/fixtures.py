@@ -96,7 +96,7 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
         baselines_dir=Path(config.getoption("baselines_dir")).resolve(),
         hardware_profile=_hardware_profile(config, state),
         devices=state.devices or Devices(worker=os.environ.get("PYTEST_XDIST_WORKER", "master")),
-        repeat=config.getoption("repeat"),
+        repeat=config.getoption("repeat") or state.suite.repeat,
         restart_between_repeats=bool(
             config.getoption("restart_between_repeats") or state.suite.restart_between_repeats
         ),

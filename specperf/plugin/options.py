@@ -54,9 +54,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--repeat",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="measure each item N times; the verdict uses the median",
+        help="measure each item N times; the verdict uses the median (default: the suite's "
+        "[suite] repeat, else 1)",
     )
     g.addoption(
         "--restart-between-repeats",

@@ -372,6 +372,28 @@ def test_repeat_takes_the_median(perf):
     assert len(starts(res)) == 1  # the engine stays up across repeats
 
 
+def test_suite_repeat_sets_starts_per_item_and_repeat_overrides_it(perf):
+    """[suite] repeat = N measures each item on N fresh starts when --repeat is not given (the
+    H200 suite's three starts per run); --repeat on the command line wins."""
+    perf.makefile(
+        ".toml",
+        thrice=SUITE.replace(
+            'baseline_file = "cal"',
+            'baseline_file = "cal"\nrepeat = 3\nrestart_between_repeats = true',
+        ),
+    )
+    sel = ("--method", "native", "--concurrency", "1", "--update-baselines")
+    res = perf.path / "suite-repeat"
+    run(perf, "--results-dir", str(res), *sel, suite="thrice.toml").assert_outcomes(passed=1)
+    fig = json.loads((res / "cal-native-mt-bench-c1" / "summary.json").read_text())["figures"]
+    assert len(fig["output_throughput_tok_s"]["samples"]) == 3
+    assert len(starts(res)) == 3
+    res = perf.path / "cli-repeat"
+    r = run(perf, "--results-dir", str(res), "--repeat", "1", *sel, suite="thrice.toml")
+    r.assert_outcomes(passed=1)
+    assert len(starts(res)) == 1
+
+
 def test_restart_between_repeats_starts_a_fresh_engine_for_each(perf):
     res = perf.path / "r1"
     r = run(
