@@ -4,6 +4,10 @@ EAGLE3 head's folder), seeded random tensors and the files' sha256s the manifest
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +43,28 @@ def _file_hashes(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != MANIFEST
     }
+
+
+def build_once(
+    out: Path, lock: Path, digest_key: str, digest: str, build: Callable[[Path], None]
+) -> Path:
+    """Build ``out`` unless its manifest already records ``digest`` under ``digest_key``: under
+    ``lock``, ``build`` fills a temp folder beside ``out`` (writing the manifest last), which then
+    replaces ``out`` — so a crash never leaves a half-built folder that looks complete."""
+    from filelock import FileLock
+
+    with FileLock(str(lock)):
+        try:
+            done = json.loads((out / MANIFEST).read_text()).get(digest_key)
+        except (OSError, ValueError):
+            done = None
+        if done != digest:
+            tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                build(tmp)
+                shutil.rmtree(out, ignore_errors=True)
+                tmp.rename(out)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return out

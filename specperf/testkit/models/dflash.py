@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
-from specperf.testkit.models.artifacts import MANIFEST, _file_hashes, _random_tensors
+from specperf.testkit.models.artifacts import (
+    MANIFEST,
+    _file_hashes,
+    _random_tensors,
+    build_once,
+)
 from specperf.testkit.models.cache import ensure_tiny_model
 from specperf.testkit.models.recipe import DEFAULT_RECIPE, TinyRecipe
 
@@ -100,25 +103,14 @@ def _build_dflash(recipe: TinyRecipe, target: Path, out: Path) -> None:
 def build_tiny_dflash(target: Path, recipe: TinyRecipe = DEFAULT_RECIPE) -> Path:
     """Add the tiny DFlash draft to a built target at ``<target>/dflash`` (once; kept apart from
     the target's manifest so adding it changes no existing path or hash)."""
-    from filelock import FileLock
-
     target = Path(target)
-    out = target / DFLASH_DIR
-    with FileLock(str(target.parent / f".{target.name}-dflash.lock")):
-        try:
-            done = json.loads((out / MANIFEST).read_text()).get("dflash_digest")
-        except (OSError, ValueError):
-            done = None
-        if done != _dflash_digest(recipe):
-            tmp = target / f".{DFLASH_DIR}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _build_dflash(recipe, target, tmp)
-                shutil.rmtree(out, ignore_errors=True)
-                tmp.rename(out)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return build_once(
+        target / DFLASH_DIR,
+        target.parent / f".{target.name}-dflash.lock",
+        "dflash_digest",
+        _dflash_digest(recipe),
+        lambda tmp: _build_dflash(recipe, target, tmp),
+    )
 
 
 def ensure_tiny_dflash(recipe: TinyRecipe = DEFAULT_RECIPE, root: Path | None = None) -> Path:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-from specperf.testkit.models.artifacts import MANIFEST, _file_hashes
+from specperf.testkit.models.artifacts import MANIFEST, _file_hashes, build_once
 from specperf.testkit.models.cache import ensure_tiny_model
 from specperf.testkit.models.recipe import DEFAULT_RECIPE, TinyRecipe
 
@@ -108,23 +107,13 @@ def _build_mtp(recipe: TinyRecipe, tokenizer_dir: Path, out: Path) -> None:
 def ensure_tiny_mtp_model(recipe: TinyRecipe = DEFAULT_RECIPE, root: Path | None = None) -> Path:
     """A tiny Qwen3-Next target with one MTP layer (``method = "mtp"`` needs no draft path),
     same tokenizer as the tiny Qwen3; cached at ``<root>/tiny-qwen3-next-mtp-<hash>``."""
-    from filelock import FileLock
-
     tokenizer_dir = ensure_tiny_model(recipe, root)
     digest = _mtp_digest(recipe)
     out = tokenizer_dir.parent / f"{MTP_NAME}-{digest}"
-    with FileLock(str(out.parent / f".{out.name}.lock")):
-        try:
-            done = json.loads((out / MANIFEST).read_text()).get("mtp_digest")
-        except (OSError, ValueError):
-            done = None
-        if done != digest:
-            tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _build_mtp(recipe, tokenizer_dir, tmp)
-                shutil.rmtree(out, ignore_errors=True)
-                tmp.rename(out)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return build_once(
+        out,
+        out.parent / f".{out.name}.lock",
+        "mtp_digest",
+        digest,
+        lambda tmp: _build_mtp(recipe, tokenizer_dir, tmp),
+    )
