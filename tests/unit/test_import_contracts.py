@@ -47,24 +47,33 @@ def test_the_tree_keeps_every_contract(tree_copy: Path) -> None:
     assert "0 broken" in out.stdout
 
 
-def test_a_planted_forbidden_import_breaks_the_engines_contract(tree_copy: Path) -> None:
-    planted = tree_copy / "specperf" / "engines" / "base.py"
-    planted.write_text(planted.read_text() + "\nimport specperf.verdict  # planted\n")
+@pytest.mark.parametrize(
+    ("module", "planted", "contract", "edge"),
+    [
+        (
+            "engines/base.py",
+            "specperf.verdict",
+            "engines never import the verdict",
+            "specperf.engines.base -> specperf.verdict",
+        ),
+        (
+            "session.py",
+            "specperf.testkit.models",
+            "the product never imports the testkit",
+            "specperf.session -> specperf.testkit.models",
+        ),
+    ],
+)
+def test_a_planted_forbidden_import_breaks_its_contract(
+    tree_copy: Path, module: str, planted: str, contract: str, edge: str
+) -> None:
+    path = tree_copy / "specperf" / module
+    path.write_text(path.read_text() + f"\nimport {planted}  # planted\n")
     out = _lint(tree_copy)
     assert out.returncode != 0, out.stdout
-    assert "engines never import the verdict" in out.stdout
+    assert contract in out.stdout
     assert "BROKEN" in out.stdout
-    assert "specperf.engines.base -> specperf.verdict" in out.stdout
-
-
-def test_a_planted_testkit_import_breaks_the_testkit_contract(tree_copy: Path) -> None:
-    planted = tree_copy / "specperf" / "session.py"
-    planted.write_text(planted.read_text() + "\nimport specperf.testkit.models  # planted\n")
-    out = _lint(tree_copy)
-    assert out.returncode != 0, out.stdout
-    assert "the product never imports the testkit" in out.stdout
-    assert "BROKEN" in out.stdout
-    assert "specperf.session -> specperf.testkit.models" in out.stdout
+    assert edge in out.stdout
 
 
 def test_importing_the_product_loads_no_testkit_module() -> None:
