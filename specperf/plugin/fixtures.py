@@ -96,7 +96,7 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
         baselines_dir=Path(config.getoption("baselines_dir")).resolve(),
         hardware_profile=_hardware_profile(config, state),
         devices=state.devices or Devices(worker=os.environ.get("PYTEST_XDIST_WORKER", "master")),
-        repeat=config.getoption("repeat") or state.suite.repeat,
+        repeat=_repeat(config, state.suite.repeat),
         restart_between_repeats=bool(
             config.getoption("restart_between_repeats") or state.suite.restart_between_repeats
         ),
@@ -186,3 +186,9 @@ def _terminal_logger(config: pytest.Config) -> Any:
                 tr.write_line(line)
 
     return log
+
+
+def _repeat(config: pytest.Config, suite_repeat: int) -> int:
+    """--repeat when given (0 included, so SuiteSession rejects it by name), else the suite's."""
+    given = config.getoption("repeat")
+    return suite_repeat if given is None else given

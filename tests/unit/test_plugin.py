@@ -392,6 +392,9 @@ def test_suite_repeat_sets_starts_per_item_and_repeat_overrides_it(perf):
     r = run(perf, "--results-dir", str(res), "--repeat", "1", *sel, suite="thrice.toml")
     r.assert_outcomes(passed=1)
     assert len(starts(res)) == 1
+    r = run(perf, "--results-dir", str(perf.path / "zero"), "--repeat", "0", suite="thrice.toml")
+    assert r.ret != 0  # 0 is an error named by its flag, not "not given"
+    assert "--repeat 0: must be >= 1" in r.stdout.str() + r.stderr.str()
 
 
 def test_restart_between_repeats_starts_a_fresh_engine_for_each(perf):
