@@ -2,30 +2,69 @@
 """TEST-ONLY: slow running engines down by a known share, to prove the verdict sees it.
 
     python benchmarks/throttle_engine.py --share 0.10 [--period 0.1] [--match ngram]
-        [--duration 1800] [--mark specperf.engines.hf_server] [--under PID]
+        [--duration 1800] [--mark specperf.engines.hf_server] [--under PID] [--report FILE]
 
 Every ``period`` seconds it stops the process group of each matching engine server (SIGSTOP)
 for ``share × period`` seconds, then lets it run (SIGCONT): the engine loses that share of its
-wall time, whatever it is doing. Engines are found by their command line
-(``--mark``: ``vllm.entrypoints.openai.api_server`` by default, ``specperf.engines.hf_server`` for
-the transformers engine on a GPU; plus ``--match`` text such as a method name, so one method's
-engine can be throttled alone; ``--under PID``: only engines started by that process, so a test
-throttles its own engines and nobody else's); new engines are picked up as they start. On exit
-(Ctrl-C, SIGTERM, ``--duration``) every group is continued. Used by benchmarks/verdict_proofs.py
-for docs/baselines.md's "(b)" proofs; never point it at a production engine.
+wall time, whatever it is doing. Engines are found by their command line (``--mark``:
+``vllm.entrypoints.openai.api_server`` by default, ``specperf.engines.hf_server`` for the
+transformers engine on a GPU; plus ``--match`` text such as a method name, so one method's engine
+can be throttled alone). ``--under PID`` takes only engines that process started, from the
+pidfiles specperf writes under the runtime dir (``SPECPERF_RUNTIME_DIR``; their process group is
+the one Popen made, no /proc lookup involved) and from PID's descendants: a test throttles its
+own engines and nobody else's. New engines are picked up within a second of starting.
+
+``--report FILE`` writes, at exit, what was throttled: per process group the cycles it was
+stopped, the seconds it spent stopped, and how often its leader was seen in state "stopped" — so a
+test can tell "the throttle never reached the engine" from "the verdict missed a slowdown". On
+exit (Ctrl-C, SIGTERM, ``--duration``) every group is continued. Used by
+benchmarks/verdict_proofs.py and tests/perf/test_cpu_thread_regression.py; never point it at a
+production engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import psutil
 
 ENGINE_MARK = "vllm.entrypoints.openai.api_server"
+
+
+def _runtime_dir() -> Path:
+    # specperf.fileio.runtime_dir, restated so this script runs without the package installed
+    return Path(
+        os.environ.get("SPECPERF_RUNTIME_DIR") or Path.home() / ".cache" / "specperf" / "run"
+    ).expanduser()
+
+
+def _matches(cmd: str, mark: str, match: str | None) -> bool:
+    return mark in cmd and (not match or match in cmd)
+
+
+def pidfile_groups(owner: int, mark: str, match: str | None) -> set[int]:
+    """Process groups of live engines whose specperf pidfile names ``owner`` as their starter."""
+    groups: set[int] = set()
+    for path in sorted(_runtime_dir().glob("*/*.json")):
+        try:
+            entry = json.loads(path.read_text())
+            if entry.get("owner_pid") != owner:
+                continue
+            if not _matches(" ".join(entry.get("command") or []), mark, match):
+                continue
+            pgid = int(entry["pgid"])
+            os.killpg(pgid, 0)  # still there
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        groups.add(pgid)
+    return groups
 
 
 def _candidates(under: int | None) -> list[psutil.Process]:
@@ -38,18 +77,43 @@ def _candidates(under: int | None) -> list[psutil.Process]:
 
 
 def engine_groups(match: str | None, mark: str = ENGINE_MARK, under: int | None = None) -> set[int]:
-    """Process groups of the engine servers whose command line holds ``mark`` (and ``match``),
-    among ``under``'s descendants when given, else among all processes."""
-    groups = set()
+    """Process groups of the engine servers whose command line holds ``mark`` (and ``match``):
+    with ``under``, those it started (pidfiles, then its descendants), else all processes."""
+    groups = pidfile_groups(under, mark, match) if under is not None else set()
     for p in _candidates(under):
         try:
-            cmd = " ".join(p.cmdline() or [])
-            if mark in cmd and (not match or match in cmd):
+            if _matches(" ".join(p.cmdline() or []), mark, match):
                 groups.add(os.getpgid(p.pid))
         except (psutil.Error, ProcessLookupError):
             continue
     groups.discard(os.getpgid(0))  # never ourselves
     return groups
+
+
+@dataclass
+class GroupRecord:
+    """What one process group went through."""
+
+    first_seen_s: float
+    cycles: int = 0
+    stopped_s: float = 0.0
+    seen_stopped: int = 0  # leader in state "stopped" when checked at the end of a stop window
+    checks: int = 0
+
+
+@dataclass
+class Report:
+    share: float
+    period: float
+    started: float = field(default_factory=time.time)
+    ran_s: float = 0.0
+    scans: int = 0
+    groups: dict[str, GroupRecord] = field(default_factory=dict)
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
 
 
 def _signal_all(groups: set[int], sig: int) -> None:
@@ -60,6 +124,13 @@ def _signal_all(groups: set[int], sig: int) -> None:
             groups.discard(g)
 
 
+def _leader_stopped(pgid: int) -> bool:
+    try:
+        return psutil.Process(pgid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--share", type=float, required=True, help="share of time stopped (0-0.9)")
@@ -68,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mark", default=ENGINE_MARK, help="engine command-line text to find")
     ap.add_argument("--duration", type=float, default=1800.0, help="stop after this (s)")
     ap.add_argument("--under", type=int, default=None, help="only engines this PID started")
+    ap.add_argument("--report", type=Path, default=None, help="write what was throttled (JSON)")
     args = ap.parse_args(argv)
     if not 0 < args.share < 0.9:
         print("--share: between 0 and 0.9", file=sys.stderr)
@@ -81,23 +153,45 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    deadline = time.monotonic() + args.duration
+    t0 = time.monotonic()
+    deadline = t0 + args.duration
+    report = Report(share=args.share, period=args.period)
     groups: set[int] = set()
-    last_scan = 0.0
+    last_scan = -10.0
     try:
         while running and time.monotonic() < deadline:
             now = time.monotonic()
-            if now - last_scan > 1.0:
+            check = now - last_scan > 1.0
+            if check:
                 groups = engine_groups(args.match, args.mark, args.under)
+                report.scans += 1
                 last_scan = now
+                for g in groups:
+                    report.groups.setdefault(str(g), GroupRecord(first_seen_s=round(now - t0, 3)))
             stopped = set(groups)
             _signal_all(stopped, signal.SIGSTOP)
+            began = time.monotonic()
             time.sleep(args.share * args.period)
+            for g in stopped:
+                rec = report.groups[str(g)]
+                if check:  # once a second: is the leader really stopped?
+                    rec.checks += 1
+                    rec.seen_stopped += _leader_stopped(g)
             _signal_all(stopped, signal.SIGCONT)
+            held = time.monotonic() - began
+            for g in stopped:
+                rec = report.groups[str(g)]
+                rec.cycles += 1
+                rec.stopped_s += held
             stopped = set()
             time.sleep((1 - args.share) * args.period)
     finally:
         _signal_all(stopped | groups, signal.SIGCONT)
+        if args.report is not None:
+            report.ran_s = round(time.monotonic() - t0, 3)
+            for rec in report.groups.values():
+                rec.stopped_s = round(rec.stopped_s, 3)
+            report.write(args.report)
     return 0
 
 
