@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 13 GPU campaign (session 8 on): check passes against baselines/nvidia-h200x1.json,
+# unchanged, throttled or with drafts rejected (tests/tools/reject_drafts); repeat 0 = the suite's
+# own [suite] repeat. Steps are name:repeat[:share[:match[:reject q]]]. Each step's logs and
+# results are tarred into $OUT as soon as the step ends (a call cut at its limit keeps what finished).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
+mkdir -p /tmp/camp
+TP=
+throttle() {  # share [match]
+  if [ -n "${2:-}" ]; then
+    python3 benchmarks/throttle_engine.py --share "$1" --mark specperf.engines.hf_server --match "$2" --duration 900 &
+  else
+    python3 benchmarks/throttle_engine.py --share "$1" --mark specperf.engines.hf_server --duration 900 &
+  fi
+  TP=$!
+}
+unthrottle() { [ -n "$TP" ] && kill "$TP" && wait "$TP"; TP=; }
+step() {  # name repeat [throttle share] [match] [reject q]
+  local name=$1 rep=$2 share=${3:-} match=${4:-} reject=${5:-}
+  echo "== $name repeat=$rep share=${share:-0} match=${match:--} reject=${reject:-0} start $(date -u +%FT%T)"
+  [ -n "$share" ] && throttle "$share" "$match"
+  local extra=(--strict-baselines) envs=()
+  [ "$rep" -gt 0 ] && extra+=(--repeat "$rep" --restart-between-repeats)
+  [ -n "$reject" ] && envs=(PYTHONPATH="$PWD/tests/tools/reject_drafts:${PYTHONPATH:-}" SPECPERF_TEST_REJECT_DRAFTS="$reject")
+  env "${envs[@]}" python3 scripts/gpu_run.py --out /tmp/camp/$name --work /tmp/camp/$name/work --passes check -- "${extra[@]}" > /tmp/camp/$name.log 2>&1
+  local rc=$?
+  unthrottle
+  echo "   rc $rc end $(date -u +%FT%T)"
+  grep -E "^VERDICT|^specperf:|engine-wide|^HOST|fitted in|cached in|drafts replaced" /tmp/camp/$name.log | cut -c1-420 | sed 's/^/   /'
+  tar czf "$OUT/$name.tar.gz" -C /tmp/camp "$name.log" "$name" 2>/dev/null
+}
+for s in "$@"; do
+  IFS=: read -r name rep share match reject <<< "$s"
+  step "$name" "$rep" "$share" "$match" "$reject"
+done
