@@ -3,6 +3,7 @@
 
     python benchmarks/throttle_engine.py --share 0.10 [--period 0.1] [--match ngram]
         [--duration 1800] [--mark specperf.engines.hf_server] [--under PID] [--report FILE]
+        [--after-ready]
 
 Every ``period`` seconds it stops the process group of each matching engine server (SIGSTOP)
 for ``share × period`` seconds, then lets it run (SIGCONT): the engine loses that share of its
@@ -12,7 +13,10 @@ transformers engine on a GPU; plus ``--match`` text such as a method name, so on
 can be throttled alone). ``--under PID`` takes only engines that process started, from the
 pidfiles specperf writes under the runtime dir (``SPECPERF_RUNTIME_DIR``; their process group is
 the one Popen made, no /proc lookup involved) and from PID's descendants: a test throttles its
-own engines and nobody else's. New engines are picked up within a second of starting.
+own engines and nobody else's. New engines are picked up within a second of starting; with
+``--after-ready`` a group is held only once its server answers ``GET /health`` on the ``--port``
+of its command line (127.0.0.1, 0.5 s timeout, once a second), so an engine's start-up runs at
+full speed and only what is measured is slowed (a test saves minutes per throttled start).
 
 ``--report FILE`` writes, at exit, what was throttled: per process group the cycles it was
 stopped, the seconds it spent stopped, and how often its leader was seen in state "stopped" — so a
@@ -25,11 +29,13 @@ production engine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
 import sys
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -90,11 +96,43 @@ def engine_groups(match: str | None, mark: str = ENGINE_MARK, under: int | None 
     return groups
 
 
+def engine_port(pgid: int) -> int | None:
+    """The ``--port`` of the engine whose process group is ``pgid`` (from its pidfile, else from
+    its leader's command line)."""
+    argv: list[str] = []
+    for path in _runtime_dir().glob(f"*/{pgid}.json"):
+        try:
+            argv = list(json.loads(path.read_text()).get("command") or [])
+        except (OSError, ValueError):
+            continue
+    if not argv:
+        try:
+            argv = psutil.Process(pgid).cmdline()
+        except psutil.Error:
+            return None
+    for flag, value in itertools.pairwise(argv):
+        if flag == "--port" and value.isdigit():
+            return int(value)
+    return None
+
+
+def answers_health(port: int | None) -> bool:
+    """True once the local server on ``port`` answers GET /health with 2xx."""
+    if port is None:
+        return False
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5) as r:
+            return 200 <= r.status < 300
+    except (OSError, ValueError):
+        return False
+
+
 @dataclass
 class GroupRecord:
     """What one process group went through."""
 
     first_seen_s: float
+    held_from_s: float | None = None  # with --after-ready: when its server first answered
     cycles: int = 0
     stopped_s: float = 0.0
     seen_stopped: int = 0  # leader in state "stopped" when checked at the end of a stop window
@@ -140,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=1800.0, help="stop after this (s)")
     ap.add_argument("--under", type=int, default=None, help="only engines this PID started")
     ap.add_argument("--report", type=Path, default=None, help="write what was throttled (JSON)")
+    ap.add_argument(
+        "--after-ready", action="store_true", help="hold a group only once its /health answers"
+    )
     args = ap.parse_args(argv)
     if not 0 < args.share < 0.9:
         print("--share: between 0 and 0.9", file=sys.stderr)
@@ -163,11 +204,19 @@ def main(argv: list[str] | None = None) -> int:
             now = time.monotonic()
             check = now - last_scan > 1.0
             if check:
-                groups = engine_groups(args.match, args.mark, args.under)
+                found = engine_groups(args.match, args.mark, args.under)
                 report.scans += 1
                 last_scan = now
-                for g in groups:
+                for g in found:
                     report.groups.setdefault(str(g), GroupRecord(first_seen_s=round(now - t0, 3)))
+                groups = set()
+                for g in found:
+                    rec = report.groups[str(g)]
+                    if args.after_ready and rec.held_from_s is None:
+                        if not answers_health(engine_port(g)):
+                            continue  # still starting: let it start at full speed
+                        rec.held_from_s = round(time.monotonic() - t0, 3)
+                    groups.add(g)
             stopped = set(groups)
             _signal_all(stopped, signal.SIGSTOP)
             began = time.monotonic()

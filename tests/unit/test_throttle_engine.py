@@ -99,6 +99,60 @@ def test_throttle_leaves_engines_other_processes_started_alone(tmp_path):
     assert report["scans"] >= 1
 
 
+# A stand-in server: /health answers 503 for its first READY_AFTER seconds, then 200.
+SLOW_SERVER = r"""
+import http.server, sys, time
+ready_at = time.monotonic() + float(sys.argv[1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if time.monotonic() >= ready_at else 503)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[3])), H).serve_forever()
+"""
+
+
+def test_after_ready_holds_an_engine_only_once_its_health_answers(tmp_path):
+    from specperf.engines.process import free_port
+
+    runtime = tmp_path / "run"
+    port = free_port()
+    cmd = [sys.executable, "-c", SLOW_SERVER, "2.0", "--port", str(port)]
+    engine = subprocess.Popen(cmd, start_new_session=True, close_fds=True)
+    try:
+        _write_pidfile(
+            runtime, engine, [*cmd[:1], "-m", "vllm.entrypoints.openai.api_server", *cmd[3:]]
+        )
+        report_path = tmp_path / "r.json"
+        env = {**os.environ, "SPECPERF_RUNTIME_DIR": str(runtime)}
+        subprocess.run(
+            [
+                sys.executable,
+                str(THROTTLE),
+                "--share",
+                "0.5",
+                "--under",
+                str(os.getpid()),
+                "--after-ready",
+                "--report",
+                str(report_path),
+                "--duration",
+                "5",
+            ],
+            env=env,
+            check=True,
+            timeout=60,
+        )
+        report = json.loads(report_path.read_text())
+    finally:
+        _stop(engine)
+    rec = report["groups"][str(engine.pid)]
+    assert rec["first_seen_s"] < 1.0, rec  # found at once ...
+    assert 1.5 <= rec["held_from_s"] <= 4.0, rec  # ... held only once /health said 200
+    assert 5 <= rec["cycles"] <= 35, rec  # ~30 in the ~3 s after it, none before
+
+
 def test_share_out_of_range_is_a_one_line_error(tmp_path):
     out = subprocess.run(
         [sys.executable, str(THROTTLE), "--share", "0.95"], capture_output=True, text=True
