@@ -41,14 +41,10 @@ from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's specperf
+from specperf.fileio import runtime_dir  # where the engines' pidfiles live
+
 ENGINE_MARK = "vllm.entrypoints.openai.api_server"
-
-
-def _runtime_dir() -> Path:
-    # specperf.fileio.runtime_dir, restated so this script runs without the package installed
-    return Path(
-        os.environ.get("SPECPERF_RUNTIME_DIR") or Path.home() / ".cache" / "specperf" / "run"
-    ).expanduser()
 
 
 def _matches(cmd: str, mark: str, match: str | None) -> bool:
@@ -58,7 +54,7 @@ def _matches(cmd: str, mark: str, match: str | None) -> bool:
 def pidfile_groups(owner: int, mark: str, match: str | None) -> set[int]:
     """Process groups of live engines whose specperf pidfile names ``owner`` as their starter."""
     groups: set[int] = set()
-    for path in sorted(_runtime_dir().glob("*/*.json")):
+    for path in sorted(runtime_dir().glob("*/*.json")):
         try:
             entry = json.loads(path.read_text())
             if entry.get("owner_pid") != owner:
@@ -100,7 +96,7 @@ def engine_port(pgid: int) -> int | None:
     """The ``--port`` of the engine whose process group is ``pgid`` (from its pidfile, else from
     its leader's command line)."""
     argv: list[str] = []
-    for path in _runtime_dir().glob(f"*/{pgid}.json"):
+    for path in runtime_dir().glob(f"*/{pgid}.json"):
         try:
             argv = list(json.loads(path.read_text()).get("command") or [])
         except (OSError, ValueError):

@@ -37,11 +37,11 @@ def _write_pidfile(runtime: Path, proc: subprocess.Popen[bytes], command: list[s
     (folder / f"{proc.pid}.json").write_text(json.dumps(entry))
 
 
-def _throttle(tmp_path: Path, runtime: Path, share: float, seconds: float) -> dict:
+def _throttle(tmp_path: Path, runtime: Path, share: float, seconds: float, *extra: str) -> dict:
     report = tmp_path / "throttle.json"
     env = {**os.environ, "SPECPERF_RUNTIME_DIR": str(runtime)}
     cmd = [sys.executable, str(THROTTLE), "--share", str(share), "--under", str(os.getpid())]
-    cmd += ["--report", str(report), "--duration", str(seconds)]
+    cmd += ["--report", str(report), "--duration", str(seconds), *extra]
     subprocess.run(cmd, env=env, check=True, timeout=seconds + 30)
     return json.loads(report.read_text())
 
@@ -124,27 +124,7 @@ def test_after_ready_holds_an_engine_only_once_its_health_answers(tmp_path):
         _write_pidfile(
             runtime, engine, [*cmd[:1], "-m", "vllm.entrypoints.openai.api_server", *cmd[3:]]
         )
-        report_path = tmp_path / "r.json"
-        env = {**os.environ, "SPECPERF_RUNTIME_DIR": str(runtime)}
-        subprocess.run(
-            [
-                sys.executable,
-                str(THROTTLE),
-                "--share",
-                "0.5",
-                "--under",
-                str(os.getpid()),
-                "--after-ready",
-                "--report",
-                str(report_path),
-                "--duration",
-                "5",
-            ],
-            env=env,
-            check=True,
-            timeout=60,
-        )
-        report = json.loads(report_path.read_text())
+        report = _throttle(tmp_path, runtime, 0.5, 5.0, "--after-ready")
     finally:
         _stop(engine)
     rec = report["groups"][str(engine.pid)]
