@@ -37,6 +37,7 @@ Measured on the 2-core AVX-512 EPYC, quiet machine (docs/data/same-window-test/)
 | 12-02 04:26 | 5 | 3 | 0.6 | +5.5 %, p 0.84 | −51.1 %, p 5.3e-07 |
 | 12-02 05:20 | 5 | 3 | 0.6 (pidfiles only) | −9.1 %, p 0.099 | −48.3 %, p 1.6e-04 |
 | 12-02 05:33 | 5 | 3 | 0.75, after ready | −9.3 %, p 0.14 | −64.5 %, p 1.4e-05 |
+| 12-02 06:21 | 5 | 3 | 0.75, after ready | +3.8 %, p 0.80 | −58.5 %, p 3.2e-06 |
 
 (level 0.001 each). The throttled p sat only 4-12× under the level in five of six runs: the
 throttled starts' own spread (up to 14 % CV) widens the test, so a noisier machine could turn a
