@@ -15,6 +15,11 @@ alpha is the suite's per-check level (the run's 1 % budget split over its gated 
 ``stats.split_alpha``), exactly as ``pytest -m perf`` decides. With ``--write-docs`` the table
 replaces the block between ``<!-- power:begin -->`` and ``<!-- power:end -->`` in that file.
 
+The baseline part of each split keeps its starts' pass labels, so the verdict is pass-level
+where the file holds enough passes (stats.MIN_BASELINE_PASSES), as in a real run. Leave-k-out
+takes tonight's k starts from different passes when each start is its own pass: for k > 1 it
+then OVER-states what one pass of k starts gives (a pass's starts share its speed).
+
 What it cannot show: effects that are not a uniform shift of every start (a bimodal engine), and
 noise sources absent from the recorded starts (another host, another day): the table is only as
 good as the spread the baseline captured.
@@ -75,10 +80,10 @@ def item_rows(
                 "min_effect": pol.tolerance,
             }
             splits = _splits(len(vals), k)
-            peers = [
-                p.start_values(metric)
-                for p in vd.spread_peers(entry, vd.config_siblings(bf, entry.key), metric)
-            ]
+            labels = entry.start_passes(metric)
+            peer_entries = vd.spread_peers(entry, vd.config_siblings(bf, entry.key), metric)
+            peers = [p.start_values(metric) for p in peer_entries]
+            peer_labels = [p.start_passes(metric) for p in peer_entries]
             row["pooled_items"] = 1 + len(peers)
             for effect in (0.0, *EFFECTS):
                 red = 0
@@ -94,6 +99,20 @@ def item_rows(
                         if peers
                         else None
                     )
+                    pass_spread = (
+                        stats.pooled_pass_spread(
+                            [([vals[i] for i in base], [labels[i] for i in base])]
+                            + [
+                                (
+                                    [v[i] for i in base if i < len(v)],
+                                    [lab[i] for i in base if i < len(lab)],
+                                )
+                                for v, lab in zip(peers, peer_labels, strict=True)
+                            ]
+                        )
+                        if peers
+                        else None
+                    )
                     d = stats.decide(
                         current,
                         [vals[i] for i in base],
@@ -101,6 +120,8 @@ def item_rows(
                         min_effect=pol.tolerance,
                         alpha=alpha,
                         spread=spread,
+                        baseline_passes=[labels[i] for i in base],
+                        pass_spread=pass_spread,
                     )
                     red += bool(d.regressed)
                 row[effect] = red / len(splits)
@@ -129,16 +150,18 @@ def engine_rows(
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
                     continue
                 if len(vals) >= stats.MIN_BASELINE_STARTS + k:
-                    series.append(vals)
+                    series.append((vals, entry.start_passes(metric)))
                     units.append(entry.key.method)  # one engine config: one start per run
             if len(series) < 2:
                 continue
-            n = min(len(v) for v in series)
+            n = min(len(v) for v, _ in series)
             row: dict[str, Any] = {
                 "key": f"engine {engine} ({len(series)} items)",
                 "metric": f"engine-wide {metric}",
                 "starts": n,
-                "cv": statistics.median(statistics.stdev(v) / statistics.fmean(v) for v in series),
+                "cv": statistics.median(
+                    statistics.stdev(v) / statistics.fmean(v) for v, _ in series
+                ),
                 "min_effect": pol.tolerance,
             }
             splits = _splits(n, k)
@@ -149,8 +172,9 @@ def engine_rows(
                         (
                             _moved([v[i] for i in cur], pol.direction, effect),
                             [v[i] for i in base] + v[n:],
+                            [lab[i] for i in base] + lab[n:],
                         )
-                        for v in series
+                        for v, lab in series
                     ]
                     d = stats.engine_wide(
                         groups, pol.direction, min_effect=pol.tolerance, alpha=alpha, units=units

@@ -8,7 +8,8 @@ profiles never overwrite each other. Entries are keyed
 "tolerance", "starts": [{"value", "host", "date", "engine_version"}, ...]}`` — one value per
 ENGINE START, the unit the verdict statistics use (specperf.stats) — and each entry carries
 provenance and the fingerprint of everything that makes two runs comparable. An update of the
-same fingerprint and engine version appends its starts (the last ``KEEP_STARTS`` are kept);
+same fingerprint and engine version appends its starts (those of the last ``KEEP_PASSES`` passes,
+at most ``KEEP_STARTS``, are kept);
 anything else replaces the entry. Updates take a file lock, re-read the file, merge and
 replace it atomically, so N xdist workers writing at once lose nothing and a reader never sees
 a half-written file. The format is documented in docs/baselines.md.
@@ -90,6 +91,18 @@ class BaselineMetric:
             return [float(v) for v in self.samples if v is not None]
         return [self.value]
 
+    def start_passes(self, engine_starts: int | None = None) -> list[tuple[Any, ...]]:
+        """The pass (run) each of ``start_values``' values was measured in: starts written by
+        one update share host, date (the run's) and boot id. Values without per-start records
+        are one pass, so the statistics treat them start by start (stats.MIN_BASELINE_PASSES)."""
+        if self.starts:
+            return [
+                (s.get("host"), s.get("date"), s.get("boot_id"))
+                for s in self.starts
+                if s.get("value") is not None
+            ]
+        return [("unrecorded",)] * len(self.start_values(engine_starts))
+
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
@@ -119,6 +132,10 @@ class BaselineEntry:
     def start_values(self, metric: str) -> list[float]:
         m = self.metrics.get(metric)
         return [] if m is None else m.start_values(self.engine_starts)
+
+    def start_passes(self, metric: str) -> list[tuple[Any, ...]]:
+        m = self.metrics.get(metric)
+        return [] if m is None else m.start_passes(self.engine_starts)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -247,7 +264,28 @@ def measured_tolerance(samples: list[float], floor: float) -> tuple[float, str] 
     return round(tol, 4), note
 
 
-KEEP_STARTS = 10  # per metric; older starts fall off as updates append new ones
+# Per metric, older starts fall off as updates append new ones. The statistics' unit is the pass
+# (the run that measured them, stats.MIN_BASELINE_PASSES), so what is kept is counted in passes:
+# a nightly of 3 starts per item keeps 10 nights, not 3.
+KEEP_PASSES = 10
+KEEP_STARTS = 40
+
+
+def _keep_recent(
+    starts: list[dict[str, Any]], keep_passes: int, keep_starts: int
+) -> list[dict[str, Any]]:
+    """The starts of the last ``keep_passes`` passes (host, date, boot id), at most
+    ``keep_starts`` of them, in their order."""
+    seen: list[tuple[Any, ...]] = []
+    for st in starts:
+        label = (st.get("host"), st.get("date"), st.get("boot_id"))
+        if label not in seen:
+            seen.append(label)
+    recent = set(seen[-keep_passes:])
+    kept = [st for st in starts if (st.get("host"), st.get("date"), st.get("boot_id")) in recent]
+    return kept[-keep_starts:]
+
+
 MAL_METRIC = "mean_acceptance_length"
 
 
@@ -273,14 +311,16 @@ def make_entry(
     hardware_profile: str,
     previous: BaselineEntry | None = None,
     keep_starts: int = KEEP_STARTS,
+    keep_passes: int = KEEP_PASSES,
 ) -> BaselineEntry:
     """A baseline entry from an item's figures ({metric: {value, starts, interval}}).
 
     Each metric keeps one value per engine start. When ``previous`` has the same fingerprint
-    and engine version, its starts are kept and this run's appended (the last ``keep_starts``
-    stay); otherwise the entry starts afresh. The stored value is the median of the kept
-    starts. A value that would make a gate unable to fail is stored ``report_only`` with the
-    reason. A quarantine on the previous entry is kept."""
+    and engine version, its starts are kept and this run's appended (those of the last
+    ``keep_passes`` passes stay, at most ``keep_starts``); otherwise the entry starts afresh.
+    The stored value is the median of the kept starts. A value that would make a gate unable
+    to fail is stored ``report_only`` with the reason. A quarantine on the previous entry is
+    kept."""
     prov = dict(provenance)
     prov.setdefault("source", "measured")
     prov.setdefault("date", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -312,7 +352,7 @@ def make_entry(
                 {"value": v, "host": None, "date": previous.provenance.get("date")}
                 for v in old.start_values(previous.engine_starts)
             ]
-        starts = (kept + new_starts)[-keep_starts:]
+        starts = _keep_recent(kept + new_starts, keep_passes, keep_starts)
         median = statistics.median(float(s["value"]) for s in starts)
         metrics[name] = BaselineMetric(
             value=float(median),

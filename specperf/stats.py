@@ -20,12 +20,23 @@ Why this shape (docs/baselines.md, "How a noisy metric is decided"):
   floor on the spread (``MIN_LOG_SD``) keeps the arithmetic finite.
 - The engine-wide check averages the per-item log ratios of one engine's items: a small uniform
   slowdown that no single noisy item can show stands out in the mean of many.
+- Above the start there is the PASS: one run on one host in one window (a night's job, a GPU
+  machine's lease). Its starts share the host's and the hour's speed, so K starts of one pass are
+  not K independent draws, any more than a start's requests are. Measured on the H200 (six GPUs,
+  two days, docs/data/h200-campaign/judge.py): the pass-to-pass spread is as large as the
+  start-to-start spread (native 3.3 vs 4.0 %, EAGLE3 7.1 vs 6.9 %), and a test that takes a
+  3-start run as 3 independent values then has an engine-wide false-alarm rate of ~2.5 % at a
+  level of 0.25 % (docs/baselines.md, "Above the start: the pass").
+  So when the baseline's starts come from at least ``MIN_BASELINE_PASSES`` passes, the unit is the
+  pass: this run's starts are averaged into one pass value, compared with the spread of the
+  baseline's pass means (``decide(..., baseline_passes=...)``). With fewer passes the starts are
+  tested as independent values, and the reason says so.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from scipy import stats as _st
@@ -36,6 +47,8 @@ DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RUN_ALPHA = 0.01
 # A spread estimate needs at least this many baseline starts; fewer: not gated statistically.
 MIN_BASELINE_STARTS = 3
+# The pass-level test needs at least this many baseline passes to estimate their spread.
+MIN_BASELINE_PASSES = 3
 METHOD = "one-sided t test on log per-start values"
 
 
@@ -107,6 +120,134 @@ def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     return (math.sqrt(ss / df) if df else 0.0), df
 
 
+def _pass_groups(values: Sequence[float], passes: Sequence[Hashable]) -> list[list[float]]:
+    """The log values grouped by pass label, in the order passes first appear."""
+    if len(passes) != len(values):
+        raise ValueError(f"{len(values)} values but {len(passes)} pass labels")
+    groups: dict[Hashable, list[float]] = {}
+    for v, label in zip(values, passes, strict=True):
+        if v is not None and v > 0 and math.isfinite(v):
+            groups.setdefault(label, []).append(math.log(v))
+    return list(groups.values())
+
+
+def pass_means(values: Sequence[float], passes: Sequence[Hashable]) -> list[tuple[float, int]]:
+    """(mean of the log values, number of starts) per pass, in the order passes first appear.
+    ``passes`` labels each value with the pass (run) it was measured in."""
+    return [(sum(g) / len(g), len(g)) for g in _pass_groups(values, passes)]
+
+
+def pooled_pass_spread(
+    groups: Sequence[tuple[Sequence[float], Sequence[Hashable]]],
+) -> tuple[float, int]:
+    """The standard deviation of pass means (log) pooled over several items' baselines (each:
+    values and their pass labels) and its degrees of freedom, sum of (passes - 1)."""
+    return _pooled_sd_groups([[m for m, _ in pass_means(v, p)] for v, p in groups])
+
+
+def _pooled_sd_groups(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    ss, df = 0.0, 0
+    for xs in groups:
+        if len(xs) >= 2:
+            ss += _sd(xs) ** 2 * (len(xs) - 1)
+            df += len(xs) - 1
+    return (math.sqrt(ss / df) if df else 0.0), df
+
+
+@dataclass(frozen=True)
+class _Variance:
+    """The variance of (this run's log mean - the baseline's log mean) and its df."""
+
+    var: float
+    df: int
+    note: str
+
+
+def _pass_variance(
+    a: Sequence[float],
+    baseline: Sequence[float],
+    passes: Sequence[Hashable],
+    pass_spread: tuple[float, int] | None,
+) -> _Variance | None:
+    """The pass-level variance, or None when the baseline has fewer than MIN_BASELINE_PASSES
+    passes. The baseline mean is the mean over its starts (as shown in tables); its pass means
+    vary by s_m (their spread, pooled over the config's items when ``pass_spread`` is given),
+    so var(baseline mean) = s_m² Σn_i²/N². This run is one pass: var = s_m² when it has as many
+    starts as the baseline's passes on average (1/K = mean 1/n_i); when it has fewer, its
+    mean is noisier by s_w² (1/K - mean 1/n_i), s_w the within-pass spread."""
+    means = pass_means(baseline, passes)
+    n_pass = len(means)
+    if n_pass < MIN_BASELINE_PASSES:
+        return None
+    sizes = [n for _, n in means]
+    total = sum(sizes)
+    if pass_spread is not None and pass_spread[1] > 0:
+        s_m, df = pass_spread
+    else:
+        s_m, df = _pooled_sd_groups([[m for m, _ in means]])
+    var = s_m**2 * (1 + sum(n * n for n in sizes) / total**2)
+    short = 1 / max(len(a), 1) - sum(1 / n for n in sizes) / n_pass
+    if short > 0:
+        within = [g for g in _pass_groups(baseline, passes) if len(g) >= 2]
+        within += [list(a)] if len(a) >= 2 else []
+        s_w, df_w = _pooled_sd_groups(within)
+        var += (s_w**2 if df_w else s_m**2 * n_pass / sum(1 / n for n in sizes)) * short
+    note = (
+        f"unit: the pass — this run's {len(a)} start(s) as one value vs {n_pass} baseline "
+        f"passes ({total} starts)"
+    )
+    if pass_spread is not None and pass_spread[1] > 0:
+        note += f", spread pooled over {df} df"
+    return _Variance(var, max(df, 1), note)
+
+
+def _start_variance(
+    a: Sequence[float], b: Sequence[float], spread: tuple[float, int] | None
+) -> tuple[float, int]:
+    """The start-level variance of the difference of log means and its df (starts taken as
+    independent; their spread pooled over the config's items when ``spread`` is given, and
+    over this run's own starts)."""
+    if spread is not None and spread[1] > 0:
+        ss, df = spread[0] ** 2 * spread[1], spread[1]
+        if len(a) >= 2:
+            ss += _sd(a) ** 2 * (len(a) - 1)
+            df += len(a) - 1
+        sd = math.sqrt(ss / df)
+    else:
+        sd, df = _pooled_sd(a, b)
+    sd = max(sd, MIN_LOG_SD)
+    return sd**2 * (1 / len(a) + 1 / len(b)), max(df, 1)
+
+
+def _variance(
+    a: Sequence[float],
+    b: Sequence[float],
+    raw_baseline: Sequence[float],
+    baseline_passes: Sequence[Hashable] | None,
+    spread: tuple[float, int] | None,
+    pass_spread: tuple[float, int] | None,
+) -> _Variance:
+    """Pass-level when the baseline names its passes and has enough of them, else start-level."""
+    if baseline_passes is not None:
+        pv = _pass_variance(a, raw_baseline, baseline_passes, pass_spread)
+        if pv is not None:
+            return _Variance(max(pv.var, MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b))), pv.df, pv.note)
+    var, df = _start_variance(a, b, spread)
+    note = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
+    if baseline_passes is not None:
+        n_pass = len(pass_means(raw_baseline, baseline_passes))
+        note = ", ".join(
+            x
+            for x in (
+                note,
+                f"baseline from {n_pass} pass(es), fewer than {MIN_BASELINE_PASSES}: "
+                "starts taken as independent",
+            )
+            if x
+        )
+    return _Variance(var, df, note)
+
+
 def decide(
     current: Sequence[float],
     baseline: Sequence[float],
@@ -116,6 +257,8 @@ def decide(
     alpha: float = DEFAULT_RUN_ALPHA,
     min_baseline_starts: int = MIN_BASELINE_STARTS,
     spread: tuple[float, int] | None = None,
+    baseline_passes: Sequence[Hashable] | None = None,
+    pass_spread: tuple[float, int] | None = None,
 ) -> Decision:
     """Decide one metric from per-start values. ``direction``: higher / lower is better, or
     equal (a change either way is a regression).
@@ -125,7 +268,11 @@ def decide(
     config, which share each engine start, so their log spreads estimate the same start
     effect. With 6 starts per item one item alone has 5 degrees of freedom and a t quantile
     of ~9.7 at the item level; three items pooled have 15 and ~5.3. This run's own starts (when
-    more than one) are pooled in too."""
+    more than one) are pooled in too.
+
+    ``baseline_passes`` labels each baseline value with the pass (run) that measured it; with
+    at least MIN_BASELINE_PASSES passes the test is pass-level (module docstring), its spread
+    the spread of pass means (``pass_spread``: pooled over the config's items)."""
     a, b = _logs(current), _logs(baseline)
     if not a or not b:
         why = "no positive value measured" if not a else "baseline has no positive value"
@@ -145,17 +292,9 @@ def decide(
             f"baseline has {len(b)} start(s); at least {min_baseline_starts} are needed "
             "to know its spread",
         )
-    if spread is not None and spread[1] > 0:
-        ss, df = spread[0] ** 2 * spread[1], spread[1]
-        if len(a) >= 2:
-            ss += _sd(a) ** 2 * (len(a) - 1)
-            df += len(a) - 1
-        sd = math.sqrt(ss / df)
-    else:
-        sd, df = _pooled_sd(a, b)
-    sd = max(sd, MIN_LOG_SD)
-    df = max(df, 1)
-    se = sd * math.sqrt(1 / len(a) + 1 / len(b))
+    v = _variance(a, b, baseline, baseline_passes, spread, pass_spread)
+    df = v.df
+    se = math.sqrt(v.var)
     t = d / se
     if direction == "higher":
         p = float(_st.t.cdf(t, df))
@@ -168,14 +307,16 @@ def decide(
         worse = abs(ratio - 1) >= min_effect - 1e-12
     q = float(_st.t.ppf(0.975, df))
     interval = (math.exp(d - q * se), math.exp(d + q * se))
-    pooled = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
     return Decision(
-        worse and p < alpha, ratio, p, interval, len(a), len(b), alpha, min_effect, pooled
+        worse and p < alpha, ratio, p, interval, len(a), len(b), alpha, min_effect, v.note
     )
 
 
 def engine_wide(
-    groups: Sequence[tuple[Sequence[float], Sequence[float]]],
+    groups: Sequence[
+        tuple[Sequence[float], Sequence[float]]
+        | tuple[Sequence[float], Sequence[float], Sequence[Hashable] | None]
+    ],
     direction: str,
     *,
     min_effect: float = DEFAULT_MIN_EFFECT,
@@ -185,24 +326,33 @@ def engine_wide(
 ) -> Decision:
     """The geometric mean of per-item ratios over an engine's items, tested as one effect.
 
-    Each group is (current starts, baseline starts) of one item; ``units`` names the engine
-    start each item was measured on (items of one engine config share a start in a normal run,
-    so their deviations are NOT independent). Items of one unit are averaged first and that
-    unit's variance is taken as the mean of its items' variances — exact when a start moves all
-    its items alike, conservative when they vary independently. The units are then independent:
-    var(mean) = Σ var_unit / U²."""
-    by_unit: dict[str, list[tuple[float, float, int]]] = {}
+    Each group is (current starts, baseline starts[, baseline pass labels]) of one item;
+    ``units`` names the engine start each item was measured on (items of one engine config
+    share a start in a normal run, so their deviations are NOT independent). Items of one unit
+    are averaged first and that unit's variance is taken as the mean of its items' variances —
+    exact when a start moves all its items alike, conservative when they vary independently.
+
+    Start-level (no pass labels, or too few passes): the units are independent,
+    var(mean) = Σ var_unit / U². Pass-level (any item's baseline has MIN_BASELINE_PASSES passes):
+    every unit of this run was measured in the same pass (one host, one window), whose speed
+    moves them all, so the units' standard deviations are averaged instead,
+    var(mean) = (Σ sd_unit / U)² — exact when a pass moves every engine config alike,
+    conservative otherwise. Seeded simulations of the H200's measured two-level noise
+    (tests/unit/test_stats_passes.py) put a 3-start run's false-alarm rate at 1.1 % for a level
+    of 1 % when passes move both configs alike, 0.3 % when they move them nearly independently;
+    the start-level test gave 6.8 % there."""
+    by_unit: dict[str, list[tuple[float, float, int, bool]]] = {}
     n_cur = n_base = 0
-    for i, (current, baseline) in enumerate(groups):
+    for i, group in enumerate(groups):
+        current, baseline = group[0], group[1]
+        passes = group[2] if len(group) > 2 else None  # type: ignore[misc]
         a, b = _logs(current), _logs(baseline)
         if not a or len(b) < min_baseline_starts:
             continue
-        sd, dfi = _pooled_sd(a, b)
-        sd = max(sd, MIN_LOG_SD)
+        v = _variance(a, b, baseline, passes, None, None)
         d = sum(a) / len(a) - sum(b) / len(b)
-        var = sd**2 * (1 / len(a) + 1 / len(b))
         unit = units[i] if units is not None else str(i)
-        by_unit.setdefault(unit, []).append((d, var, max(dfi, 1)))
+        by_unit.setdefault(unit, []).append((d, v.var, v.df, v.note.startswith("unit: the pass")))
         n_cur += len(a)
         n_base += len(b)
     items = sum(len(v) for v in by_unit.values())
@@ -218,13 +368,20 @@ def engine_wide(
             min_effect,
             f"{items} item(s) with a gated baseline; the engine-wide check needs 2",
         )
-    ds, var, df = [], 0.0, 0
+    ds, unit_vars, unit_dfs = [], [], []
     for rows in by_unit.values():
         ds.append(sum(r[0] for r in rows) / len(rows))
-        var += sum(r[1] for r in rows) / len(rows)
-        df += max(r[2] for r in rows)
+        unit_vars.append(sum(r[1] for r in rows) / len(rows))
+        unit_dfs.append(max(r[2] for r in rows))
+    pass_level = any(r[3] for rows in by_unit.values() for r in rows)
     d = sum(ds) / len(ds)
-    se = math.sqrt(var) / len(ds)
+    if pass_level:
+        se = sum(math.sqrt(v) for v in unit_vars) / len(ds)
+        how = "units share this run's pass"
+    else:
+        se = math.sqrt(sum(unit_vars)) / len(ds)
+        how = "units independent"
+    df = sum(unit_dfs)
     t = d / se
     ratio = math.exp(d)
     if direction == "lower":
@@ -243,7 +400,7 @@ def engine_wide(
         n_base,
         alpha,
         min_effect,
-        f"geometric mean over {items} items on {len(ds)} engine start group(s)",
+        f"geometric mean over {items} items on {len(ds)} engine start group(s), {how}",
     )
 
 
@@ -294,13 +451,16 @@ __all__ = [
     "DEFAULT_RUN_ALPHA",
     "ENGINE_WIDE_SHARE",
     "METHOD",
+    "MIN_BASELINE_PASSES",
     "MIN_BASELINE_STARTS",
     "AlphaSplit",
     "Decision",
     "decide",
     "engine_wide",
+    "pass_means",
     "per_check_alpha",
     "pooled_log_sd",
+    "pooled_pass_spread",
     "pooled_spread",
     "split_alpha",
 ]

@@ -58,7 +58,13 @@ def engine_wide_checks(
                 if why:
                     days_short.append(why)
                     continue
-                groups.append((fig.get("starts") or [fig["value"]], entry.start_values(metric)))
+                groups.append(
+                    (
+                        fig.get("starts") or [fig["value"]],
+                        entry.start_values(metric),
+                        entry.start_passes(metric),
+                    )
+                )
                 # items of one engine config share its start(s) in a run: one unit
                 units.append(r.summary.get("spec_digest") or r.key.method)
             if not groups:

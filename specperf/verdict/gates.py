@@ -15,7 +15,7 @@ from specperf.config import LENGTH_METRIC, KnownIssue, MetricPolicy
 from specperf.verdict.checks import EPS, Check, Status, compare, join
 from specperf.verdict.quarantine import quarantine
 from specperf.verdict.results import ItemResult, figure
-from specperf.verdict.spread import config_spread
+from specperf.verdict.spread import config_pass_spread, config_spread
 
 
 def run_checks(result: ItemResult, max_failed_fraction: float = 0.0) -> list[Check]:
@@ -92,7 +92,9 @@ def baseline_days_short(
     afternoon share that afternoon's host state: measured on the 2-core EPYC, the unchanged main
     job 3.5 hours after its baseline ran 21 % slower engine-wide (p 0.0015), a spread the
     baseline's starts had never shown. So a speed gate needs starts from ``min_days`` UTC days
-    (the item's ``[workload] min_baseline_days``, default 2); until then it reports. Starts
+    (the item's ``[workload] min_baseline_days``, default 2) and from at least
+    ``stats.MIN_BASELINE_PASSES`` passes (runs): the verdict's unit is the pass, and fewer
+    passes cannot show how much runs differ (stats module docstring); until then it reports. Starts
     without a date (older files), and a baseline measured in the same window as the run it
     judges (``provenance.same_window``: release watch's pinned run), are not judged by it."""
     if min_days is None:
@@ -110,13 +112,20 @@ def baseline_days_short(
     if not all(dates):
         return None
     days = sorted(set(dates))
-    if len(days) >= min_days:
-        return None
-    return (
-        f"baseline starts from {len(days)} day(s) ({', '.join(days)}); a speed gate needs "
-        f"starts from >= {min_days} days: append another day's with --update-baselines "
-        "(or [workload] min_baseline_days)"
-    )
+    if len(days) < min_days:
+        return (
+            f"baseline starts from {len(days)} day(s) ({', '.join(days)}); a speed gate needs "
+            f"starts from >= {min_days} days: append another day's with --update-baselines "
+            "(or [workload] min_baseline_days)"
+        )
+    passes = len(set(bm.start_passes()))
+    if passes < stats.MIN_BASELINE_PASSES:
+        return (
+            f"baseline starts from {passes} pass(es) (runs); a speed gate needs >= "
+            f"{stats.MIN_BASELINE_PASSES} to know how much runs differ: append another run's "
+            "with --update-baselines"
+        )
+    return None
 
 
 def delivery_bound(summary: Mapping[str, Any]) -> str | None:
@@ -289,9 +298,15 @@ def _decide(
     base = entry.start_values(metric)
     current = [float(v) for v in (fig.get("starts") or [measured]) if v is not None]
     if len(base) >= stats.MIN_BASELINE_STARTS:
-        spread = config_spread(entry, siblings, metric)
         d = stats.decide(
-            current, base, pol.direction, min_effect=pol.tolerance, alpha=alpha, spread=spread
+            current,
+            base,
+            pol.direction,
+            min_effect=pol.tolerance,
+            alpha=alpha,
+            spread=config_spread(entry, siblings, metric),
+            baseline_passes=entry.start_passes(metric),
+            pass_spread=config_pass_spread(entry, siblings, metric),
         )
         if d.ratio is None or d.regressed is None:
             c.status = "not_evaluated"

@@ -66,3 +66,16 @@ def config_spread(
         return None
     groups = [entry.start_values(metric)] + [e.start_values(metric) for e in same]
     return stats.pooled_spread(groups)
+
+
+def config_pass_spread(
+    entry: BaselineEntry, siblings: Sequence[BaselineEntry], metric: str
+) -> tuple[float, int] | None:
+    """The spread of pass means of ``metric`` pooled over the entry and its peers of the same
+    engine config (stats.pooled_pass_spread), or None without peers."""
+    same = spread_peers(entry, siblings, metric)
+    if not same:
+        return None
+    return stats.pooled_pass_spread(
+        [(e.start_values(metric), e.start_passes(metric)) for e in (entry, *same)]
+    )

@@ -157,7 +157,7 @@ def test_measured_tolerance_from_repeats():
     assert tol5 == pytest.approx(4.604 * 1.2**0.5 * 0.0395, abs=2e-3)
 
 
-def _tok_entry(starts, *, fp=FP, version="0.32.0", previous=None, host="a"):
+def _tok_entry(starts, *, fp=FP, version="0.32.0", previous=None, host="a", date=None):
     from specperf.config import MetricPolicy
 
     pol = {
@@ -170,7 +170,7 @@ def _tok_entry(starts, *, fp=FP, version="0.32.0", previous=None, host="a"):
         {"output_throughput_tok_s": {"value": starts[0], "starts": starts}},
         pol,
         fingerprint=fp,
-        provenance={"engine_version": version, "host": host},
+        provenance={"engine_version": version, "host": host, **({"date": date} if date else {})},
         hardware_profile="cpu-x-2c",
         previous=previous,
     )
@@ -186,8 +186,16 @@ def test_updates_append_starts_and_keep_the_last_n():
     assert [s["value"] for s in m.starts] == [98.0, 100.0, 104.0, 90.0, 91.0]
     assert [s["host"] for s in m.starts] == ["a", "a", "a", "b", "b"]
     assert m.value == 98.0  # median of the kept starts
-    many = _tok_entry([float(x) for x in range(1, 9)], previous=second)
-    assert len(many.metrics["output_throughput_tok_s"].starts) == bl.KEEP_STARTS
+    # what is kept is counted in passes (the statistics' unit): 12 nightly updates of 3 starts
+    # keep the last 10 nights, and one huge update is capped at KEEP_STARTS starts
+    many = second
+    for night in range(12):
+        many = _tok_entry([100.0 + night] * 3, previous=many, date=f"2026-12-{night + 3:02d}")
+    kept = many.metrics["output_throughput_tok_s"].starts
+    assert len(kept) == 3 * bl.KEEP_PASSES and kept[0]["date"] == "2026-12-05"
+    assert len(set(many.metrics["output_throughput_tok_s"].start_passes())) == bl.KEEP_PASSES
+    huge = _tok_entry([1.0] * 50, previous=many, date="2026-12-20")
+    assert len(huge.metrics["output_throughput_tok_s"].starts) == bl.KEEP_STARTS
     # another engine version or fingerprint starts afresh: never mixed with the old figures
     fresh = _tok_entry([50.0], previous=second, version="0.33.0")
     assert [s["value"] for s in fresh.metrics["output_throughput_tok_s"].starts] == [50.0]

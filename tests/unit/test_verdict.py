@@ -92,7 +92,8 @@ def base_entry(
         hardware_profile=profile,
     )
     for i, start in enumerate(e.metrics["output_throughput_tok_s"].starts or []):
-        start["date"] = f"2026-11-{20 + i % 2}T21:00:00Z"  # made over two days: a speed gate
+        # five runs over two days: a speed gate (>= 2 days, >= 3 passes)
+        start["date"] = f"2026-11-{20 + i % 2}T2{i}:00:00Z"
     e.known_issue = known
     return e
 
@@ -395,6 +396,23 @@ def test_a_speed_baseline_from_one_day_reports_instead_of_gating():
         ].status
         == "fail"
     )  # two days: gated
+
+
+def test_a_speed_baseline_from_two_runs_reports_instead_of_gating():
+    """The verdict's unit is the pass (run): two runs' starts cannot show how much runs differ,
+    however many starts each had, so speed reports until a third run's starts are appended."""
+    two_runs = base_entry()
+    for i, start in enumerate(two_runs.metrics["output_throughput_tok_s"].starts):
+        start["date"] = f"2026-11-{20 + i % 2}T21:00:00Z"
+    slow = summary(tok_s=70.0, mal=2.0)
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), two_runs, POL, hardware_profile="hw"))
+    tok = by["output_throughput_tok_s"]
+    assert (tok.status, tok.gated) == ("not_evaluated", False)
+    assert "baseline starts from 2 pass(es) (runs); a speed gate needs >= 3" in tok.reason
+    assert by["mean_acceptance_length"].status == "fail"
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), base_entry(), POL, hardware_profile="hw"))
+    assert by["output_throughput_tok_s"].status == "fail"
+    assert "unit: the pass" in by["output_throughput_tok_s"].reason
 
 
 def test_cross_engine_rule():

@@ -22,7 +22,9 @@ step() {  # name repeat [throttle share] [match] [reject q]
   [ -n "$share" ] && throttle "$share" "$match"
   local extra=(--strict-baselines) envs=()
   [ "$rep" -gt 0 ] && extra+=(--repeat "$rep" --restart-between-repeats)
-  [ -n "$reject" ] && envs=(PYTHONPATH="$PWD/tests/tools/reject_drafts:${PYTHONPATH:-}" SPECPERF_TEST_REJECT_DRAFTS="$reject")
+  # each reject step draws its own rejections (seed from the step's name), so runs are independent
+  [ -n "$reject" ] && envs=(PYTHONPATH="$PWD/tests/tools/reject_drafts:${PYTHONPATH:-}" SPECPERF_TEST_REJECT_DRAFTS="$reject"
+    SPECPERF_TEST_REJECT_SEED="$(printf %s "$name" | cksum | cut -d' ' -f1)")
   env "${envs[@]}" python3 scripts/gpu_run.py --out /tmp/camp/$name --work /tmp/camp/$name/work --passes check -- "${extra[@]}" > /tmp/camp/$name.log 2>&1
   local rc=$?
   unthrottle
