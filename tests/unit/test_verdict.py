@@ -662,6 +662,20 @@ def test_table_orders_failures_first():
     assert lines[0].split() == ["key", "metric", "measured", "baseline", "delta", "verdict"]
     assert lines[2].split()[-1] == "FAIL" and lines[3].split()[-1] == "PASS"
     assert "-50.0%" in lines[2]
+    assert "why:" not in table  # nothing left unjudged
+
+
+def test_table_says_why_a_row_was_not_judged():
+    checks = [
+        vd.Check("a", "tok/s", "not_evaluated", reason="baseline starts from 2 pass(es) (runs)"),
+        vd.Check("b", "mal", "pass", measured=1.0, baseline=1.0, delta=0.0),
+        vd.Check("c", "tok/s", "stale", reason="fingerprint differs: model"),
+    ]
+    why = vd.format_table(iter(checks)).split("why:\n", 1)[1].splitlines()
+    assert why == [
+        "  STALE c tok/s: fingerprint differs: model",
+        "  NOT EVALUATED a tok/s: baseline starts from 2 pass(es) (runs)",
+    ]
 
 
 def test_speed_of_a_too_short_item_is_not_judged():
