@@ -65,6 +65,12 @@ def t995(df: int) -> float:
     return _T995[max(k for k in _T995 if k <= df)] if df >= 2 else float("inf")
 
 
+def pass_label(start: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The pass (run) a stored start was measured in: the starts one update writes share its
+    host, its date and the machine's boot id."""
+    return (start.get("host"), start.get("date"), start.get("boot_id"))
+
+
 @dataclass
 class BaselineMetric:
     value: float
@@ -92,15 +98,11 @@ class BaselineMetric:
         return [self.value]
 
     def start_passes(self, engine_starts: int | None = None) -> list[tuple[Any, ...]]:
-        """The pass (run) each of ``start_values``' values was measured in: starts written by
-        one update share host, date (the run's) and boot id. Values without per-start records
-        are one pass, so the statistics treat them start by start (stats.MIN_BASELINE_PASSES)."""
+        """The pass (run) each of ``start_values``' values was measured in (``pass_label``).
+        Values without per-start records are one pass, so the statistics treat them start by
+        start (stats.MIN_BASELINE_PASSES)."""
         if self.starts:
-            return [
-                (s.get("host"), s.get("date"), s.get("boot_id"))
-                for s in self.starts
-                if s.get("value") is not None
-            ]
+            return [pass_label(s) for s in self.starts if s.get("value") is not None]
         return [("unrecorded",)] * len(self.start_values(engine_starts))
 
     def to_json(self) -> dict[str, Any]:
@@ -274,16 +276,10 @@ KEEP_STARTS = 40
 def _keep_recent(
     starts: list[dict[str, Any]], keep_passes: int, keep_starts: int
 ) -> list[dict[str, Any]]:
-    """The starts of the last ``keep_passes`` passes (host, date, boot id), at most
-    ``keep_starts`` of them, in their order."""
-    seen: list[tuple[Any, ...]] = []
-    for st in starts:
-        label = (st.get("host"), st.get("date"), st.get("boot_id"))
-        if label not in seen:
-            seen.append(label)
-    recent = set(seen[-keep_passes:])
-    kept = [st for st in starts if (st.get("host"), st.get("date"), st.get("boot_id")) in recent]
-    return kept[-keep_starts:]
+    """The starts of the last ``keep_passes`` passes (``pass_label``), at most ``keep_starts``
+    of them, in their order."""
+    recent = set(list(dict.fromkeys(pass_label(st) for st in starts))[-keep_passes:])
+    return [st for st in starts if pass_label(st) in recent][-keep_starts:]
 
 
 MAL_METRIC = "mean_acceptance_length"

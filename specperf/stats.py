@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy import stats as _st
 
@@ -161,6 +161,7 @@ class _Variance:
     var: float
     df: int
     note: str
+    pass_level: bool = False
 
 
 def _pass_variance(
@@ -198,7 +199,7 @@ def _pass_variance(
     )
     if pass_spread is not None and pass_spread[1] > 0:
         note += f", spread pooled over {df} df"
-    return _Variance(var, max(df, 1), note)
+    return _Variance(var, max(df, 1), note, pass_level=True)
 
 
 def _start_variance(
@@ -231,7 +232,8 @@ def _variance(
     if baseline_passes is not None:
         pv = _pass_variance(a, raw_baseline, baseline_passes, pass_spread)
         if pv is not None:
-            return _Variance(max(pv.var, MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b))), pv.df, pv.note)
+            floor = MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b))
+            return replace(pv, var=max(pv.var, floor))
     var, df = _start_variance(a, b, spread)
     note = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
     if baseline_passes is not None:
@@ -352,7 +354,7 @@ def engine_wide(
         v = _variance(a, b, baseline, passes, None, None)
         d = sum(a) / len(a) - sum(b) / len(b)
         unit = units[i] if units is not None else str(i)
-        by_unit.setdefault(unit, []).append((d, v.var, v.df, v.note.startswith("unit: the pass")))
+        by_unit.setdefault(unit, []).append((d, v.var, v.df, v.pass_level))
         n_cur += len(a)
         n_base += len(b)
     items = sum(len(v) for v in by_unit.values())

@@ -9,7 +9,7 @@ from specperf import stats
 from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
 from specperf.config import MetricPolicy
 from specperf.verdict.checks import Check
-from specperf.verdict.gates import baseline_days_short
+from specperf.verdict.gates import speed_baseline_short
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
@@ -54,7 +54,7 @@ def engine_wide_checks(
                 bm = entry.metrics[metric]
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
                     continue
-                why = baseline_days_short(r.summary, entry, metric) if pol.hardware_bound else None
+                why = speed_baseline_short(r.summary, entry, metric) if pol.hardware_bound else None
                 if why:
                     days_short.append(why)
                     continue

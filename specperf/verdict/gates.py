@@ -85,7 +85,7 @@ def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -
 DEFAULT_MIN_BASELINE_DAYS = 2
 
 
-def baseline_days_short(
+def speed_baseline_short(
     summary: Mapping[str, Any], entry: BaselineEntry, metric: str, min_days: int | None = None
 ) -> str | None:
     """Why a hardware-bound metric's baseline cannot gate yet (None: it can). Starts made in one
@@ -272,7 +272,7 @@ def evaluate_item(
             c.reason = short
             checks.append(c)
             continue
-        days = baseline_days_short(result.summary, entry, metric) if pol.hardware_bound else None
+        days = speed_baseline_short(result.summary, entry, metric) if pol.hardware_bound else None
         if days:
             c.status, c.gated = "not_evaluated", False
             c.reason = join(c.reason, days)
