@@ -77,6 +77,10 @@ def test_throttle_stops_its_owners_engine_the_share_asked_and_reports_it(tmp_pat
     assert rec["checks"] >= 2 and rec["seen_stopped"] >= rec["checks"] / 2, rec
     stopped_share = rec["stopped_s"] / report["ran_s"]
     assert 0.4 <= stopped_share <= 0.75, (stopped_share, report)
+    # its own account of the share it kept, from the first stop to the last
+    assert 0.45 <= rec["share_held"] <= 0.56, rec
+    assert rec["held_s"] <= report["ran_s"] and rec["stopped_s"] <= rec["held_s"], rec
+    assert report["priority"], report
     used = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     # a busy loop given the CPU half the time uses at most ~half a CPU (+ slack for oversleep)
     assert used <= 0.7 * report["ran_s"], (used, report)
@@ -131,6 +135,34 @@ def test_after_ready_holds_an_engine_only_once_its_health_answers(tmp_path):
     assert rec["first_seen_s"] < 1.0, rec  # found at once ...
     assert 1.5 <= rec["held_from_s"] <= 4.0, rec  # ... held only once /health said 200
     assert 5 <= rec["cycles"] <= 35, rec  # ~30 in the ~3 s after it, none before
+
+
+def _record(share: float = 0.75, period: float = 0.1):
+    sys.path.insert(0, str(THROTTLE.parent))
+    try:
+        import throttle_engine
+    finally:
+        sys.path.remove(str(THROTTLE.parent))
+    return throttle_engine, throttle_engine.GroupRecord(first_seen_s=0.0)
+
+
+def test_a_run_window_that_overran_is_made_up_by_a_longer_stop():
+    """On two busy cores the throttle may wake late: the engine then ran longer than asked, and
+    the next stop is lengthened so the share lost over the hold stays the one asked for (capped
+    at CATCH_UP nominal stops, so one long stall does not freeze the engine for seconds)."""
+    mod, rec = _record()
+    assert rec.stop_length(0.75, 0.1, now=5.0) == pytest.approx(0.075)  # first stop: nominal
+    mod._account(rec, began=0.0, ended=0.075)
+    # on time (ran 25 ms): nominal again
+    assert rec.stop_length(0.75, 0.1, now=0.1) == pytest.approx(0.075)
+    # woke 75 ms late (ran 100 ms, not 25): stop 225 ms, so that at its end 0.3 of 0.4 s is stopped
+    assert rec.stop_length(0.75, 0.1, now=0.175) == pytest.approx(0.225)
+    # a 10 s stall: capped
+    assert rec.stop_length(0.75, 0.1, now=10.0) == pytest.approx(mod.CATCH_UP * 0.075)
+    mod._account(rec, began=0.175, ended=0.4)
+    assert rec.held_s == pytest.approx(0.4) and rec.stopped_s == pytest.approx(0.3)
+    assert rec.longest_run_s == pytest.approx(0.1)
+    assert rec.share_held == pytest.approx(0.75)
 
 
 def test_share_out_of_range_is_a_one_line_error(tmp_path):
