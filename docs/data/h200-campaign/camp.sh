@@ -7,19 +7,17 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
 mkdir -p /tmp/camp
 TP=
-throttle() {  # share [match]
-  if [ -n "${2:-}" ]; then
-    python3 benchmarks/throttle_engine.py --share "$1" --mark specperf.engines.hf_server --match "$2" --duration 900 &
-  else
-    python3 benchmarks/throttle_engine.py --share "$1" --mark specperf.engines.hf_server --duration 900 &
-  fi
+throttle() {  # name share [match]; the report says the share each engine really lost (share_held)
+  local args=(--share "$2" --mark specperf.engines.hf_server --duration 900 --report "/tmp/camp/$1.throttle.json")
+  [ -n "${3:-}" ] && args+=(--match "$3")
+  python3 benchmarks/throttle_engine.py "${args[@]}" &
   TP=$!
 }
 unthrottle() { [ -n "$TP" ] && kill "$TP" && wait "$TP"; TP=; }
 step() {  # name repeat [throttle share] [match] [reject q]
   local name=$1 rep=$2 share=${3:-} match=${4:-} reject=${5:-}
   echo "== $name repeat=$rep share=${share:-0} match=${match:--} reject=${reject:-0} start $(date -u +%FT%T)"
-  [ -n "$share" ] && throttle "$share" "$match"
+  [ -n "$share" ] && throttle "$name" "$share" "$match"
   local extra=(--strict-baselines) envs=()
   [ "$rep" -gt 0 ] && extra+=(--repeat "$rep" --restart-between-repeats)
   # each reject step draws its own rejections (seed from the step's name), so runs are independent
@@ -30,7 +28,8 @@ step() {  # name repeat [throttle share] [match] [reject q]
   unthrottle
   echo "   rc $rc end $(date -u +%FT%T)"
   grep -E "^VERDICT|^specperf:|engine-wide|^HOST|fitted in|cached in|drafts replaced" /tmp/camp/$name.log | cut -c1-420 | sed 's/^/   /'
-  tar czf "$OUT/$name.tar.gz" -C /tmp/camp "$name.log" "$name" 2>/dev/null
+  [ -f "/tmp/camp/$name.throttle.json" ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('   throttle', r['priority'], {g: (v['share_held'], v['longest_run_s']) for g, v in r['groups'].items()})" "/tmp/camp/$name.throttle.json"
+  tar czf "$OUT/$name.tar.gz" -C /tmp/camp "$name.log" "$name" $( [ -f "/tmp/camp/$name.throttle.json" ] && echo "$name.throttle.json") 2>/dev/null
 }
 for s in "$@"; do
   IFS=: read -r name rep share match reject <<< "$s"
