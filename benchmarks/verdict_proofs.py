@@ -67,6 +67,7 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
         tcmd += ["--share", str(args.share), "--duration", str(args.run_timeout)]
         if args.match:
             tcmd += ["--match", args.match]
+        tcmd += ["--report", str(run_dir.with_suffix(".throttle.json"))]  # share_held per engine
         throttle = subprocess.Popen(tcmd)
     try:
         with log.open("w") as fh:
@@ -83,7 +84,13 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
         if throttle is not None:
             throttle.send_signal(signal.SIGTERM)
             throttle.wait(timeout=30)
-    return {"dir": str(run_dir), "pytest_rc": rc, "wall_s": round(time.monotonic() - t0, 1)}
+    out: dict[str, Any] = {"dir": str(run_dir), "pytest_rc": rc}
+    out["wall_s"] = round(time.monotonic() - t0, 1)
+    report = run_dir.with_suffix(".throttle.json")
+    if throttle is not None and report.exists():  # the share each engine really lost
+        groups = json.loads(report.read_text())["groups"].values()
+        out["throttle_share_held"] = [g["share_held"] for g in groups if g["cycles"]]
+    return out
 
 
 def _p_value(reason: str) -> float | None:
