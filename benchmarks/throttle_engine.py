@@ -142,13 +142,21 @@ class GroupRecord:
     held_from_s: float | None = None  # with --after-ready: when its server first answered
     cycles: int = 0
     stopped_s: float = 0.0
-    held_s: float = 0.0
-    share_held: float = 0.0
     longest_run_s: float = 0.0  # longest wait between two stops (late wake-ups, scans)
     seen_stopped: int = 0  # leader in state "stopped" when checked at the end of a stop window
     checks: int = 0
     first_stop: float | None = field(default=None, repr=False)  # monotonic, not reported
     last_cont: float | None = field(default=None, repr=False)
+
+    @property
+    def held_s(self) -> float:
+        if self.first_stop is None or self.last_cont is None:
+            return 0.0
+        return self.last_cont - self.first_stop
+
+    @property
+    def share_held(self) -> float:
+        return self.stopped_s / self.held_s if self.held_s > 0 else 0.0
 
     def stop_length(self, share: float, period: float, now: float) -> float:
         """How long to stop now so that, when this stop ends, the group has lost ``share`` of
@@ -162,6 +170,7 @@ class GroupRecord:
 
     def public(self) -> dict[str, object]:
         out = {k: v for k, v in asdict(self).items() if k not in ("first_stop", "last_cont")}
+        out |= {"held_s": self.held_s, "share_held": self.share_held}
         for k in ("stopped_s", "held_s", "share_held", "longest_run_s"):
             out[k] = round(float(out[k]), 3)
         return out
@@ -309,8 +318,6 @@ def _account(rec: GroupRecord, began: float, ended: float) -> None:
     rec.cycles += 1
     rec.stopped_s += ended - began
     rec.last_cont = ended
-    rec.held_s = ended - rec.first_stop
-    rec.share_held = rec.stopped_s / rec.held_s if rec.held_s > 0 else 0.0
 
 
 if __name__ == "__main__":

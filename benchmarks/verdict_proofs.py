@@ -84,8 +84,11 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
         if throttle is not None:
             throttle.send_signal(signal.SIGTERM)
             throttle.wait(timeout=30)
-    out: dict[str, Any] = {"dir": str(run_dir), "pytest_rc": rc}
-    out["wall_s"] = round(time.monotonic() - t0, 1)
+    out: dict[str, Any] = {
+        "dir": str(run_dir),
+        "pytest_rc": rc,
+        "wall_s": round(time.monotonic() - t0, 1),
+    }
     report = run_dir.with_suffix(".throttle.json")
     if throttle is not None and report.exists():  # the share each engine really lost
         groups = json.loads(report.read_text())["groups"].values()

@@ -137,7 +137,8 @@ def test_after_ready_holds_an_engine_only_once_its_health_answers(tmp_path):
     assert 5 <= rec["cycles"] <= 35, rec  # ~30 in the ~3 s after it, none before
 
 
-def _record(share: float = 0.75, period: float = 0.1):
+def _record():
+    """The throttle's module (a script, not a package) and a fresh group record of it."""
     sys.path.insert(0, str(THROTTLE.parent))
     try:
         import throttle_engine
