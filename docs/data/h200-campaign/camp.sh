@@ -3,6 +3,10 @@
 # unchanged, throttled or with drafts rejected (tests/tools/reject_drafts); repeat 0 = the suite's
 # own [suite] repeat. Steps are name:repeat[:share[:match[:reject q]]]. Each step's logs and
 # results are tarred into $OUT as soon as the step ends (a call cut at its limit keeps what finished).
+# CAMP_PASS=update makes each step an update pass instead (it appends its starts to the carried
+# baselines/ and copies the file to $OUT/<name>.baseline.json; judge it afterwards against the file
+# as it was: `specperf verdict <results> --baseline <old file>`). host_probe.py runs before and
+# after each step (HOSTPROBE lines: CPU model, Python loop, CUDA launch latency, copy bandwidth).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
 mkdir -p /tmp/camp
@@ -18,18 +22,23 @@ step() {  # name repeat [throttle share] [match] [reject q]
   local name=$1 rep=$2 share=${3:-} match=${4:-} reject=${5:-}
   echo "== $name repeat=$rep share=${share:-0} match=${match:--} reject=${reject:-0} start $(date -u +%FT%T)"
   [ -n "$share" ] && throttle "$name" "$share" "$match"
-  local extra=(--strict-baselines) envs=()
+  local pass=${CAMP_PASS:-check} extra=() envs=()
+  [ "$pass" = check ] && extra+=(--strict-baselines)
   [ "$rep" -gt 0 ] && extra+=(--repeat "$rep" --restart-between-repeats)
   # each reject step draws its own rejections (seed from the step's name), so runs are independent
   [ -n "$reject" ] && envs=(PYTHONPATH="$PWD/tests/tools/reject_drafts:${PYTHONPATH:-}" SPECPERF_TEST_REJECT_DRAFTS="$reject"
     SPECPERF_TEST_REJECT_SEED="$(printf %s "$name" | cksum | cut -d' ' -f1)")
-  env "${envs[@]}" python3 scripts/gpu_run.py --out /tmp/camp/$name --work /tmp/camp/$name/work --passes check -- "${extra[@]}" > /tmp/camp/$name.log 2>&1
+  python3 docs/data/h200-campaign/host_probe.py > /tmp/camp/$name.probe 2>&1
+  env "${envs[@]}" python3 scripts/gpu_run.py --out /tmp/camp/$name --work /tmp/camp/$name/work --passes "$pass" -- "${extra[@]}" > /tmp/camp/$name.log 2>&1
   local rc=$?
   unthrottle
+  python3 docs/data/h200-campaign/host_probe.py >> /tmp/camp/$name.probe 2>&1
+  sed 's/^/   /' /tmp/camp/$name.probe | cut -c1-400
+  [ "$pass" = update ] && cp baselines/nvidia-h200x1.json "$OUT/$name.baseline.json"
   echo "   rc $rc end $(date -u +%FT%T)"
   grep -E "^VERDICT|^specperf:|engine-wide|^HOST|fitted in|cached in|drafts replaced" /tmp/camp/$name.log | cut -c1-420 | sed 's/^/   /'
   [ -f "/tmp/camp/$name.throttle.json" ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('   throttle', r['priority'], {g: (v['share_held'], v['longest_run_s']) for g, v in r['groups'].items()})" "/tmp/camp/$name.throttle.json"
-  tar czf "$OUT/$name.tar.gz" -C /tmp/camp "$name.log" "$name" $( [ -f "/tmp/camp/$name.throttle.json" ] && echo "$name.throttle.json") 2>/dev/null
+  tar czf "$OUT/$name.tar.gz" -C /tmp/camp "$name.log" "$name.probe" "$name" $( [ -f "/tmp/camp/$name.throttle.json" ] && echo "$name.throttle.json") 2>/dev/null
 }
 for s in "$@"; do
   IFS=: read -r name rep share match reject <<< "$s"
