@@ -267,15 +267,21 @@ def evaluate_item(
             c.reason = length_note
             checks.append(c)
             continue
-        if pol.hardware_bound and short:
-            c.status = "not_evaluated"
-            c.reason = short
-            checks.append(c)
-            continue
+        # A baseline too young to gate speed makes the metric report-only whatever else holds
+        # (a fast machine's short item must not turn it into a gated, unevaluated check: that
+        # skips the item and fails --strict-baselines for a gate that was not on). Then the
+        # item's own length: a gated speed of a too-short item is not evaluated.
         days = speed_baseline_short(result.summary, entry, metric) if pol.hardware_bound else None
         if days:
             c.status, c.gated = "not_evaluated", False
             c.reason = join(c.reason, days)
+            if short:
+                c.reason = join(c.reason, short)
+            checks.append(c)
+            continue
+        if pol.hardware_bound and short:
+            c.status = "not_evaluated"
+            c.reason = short
             checks.append(c)
             continue
         _decide(c, metric, pol, entry, fig, measured, alpha, siblings)
