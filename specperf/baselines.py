@@ -356,7 +356,9 @@ def make_entry(
             tolerance=pol.tolerance,
             hardware_profile=hardware_profile,
             starts=starts,
-            interval=list(fig["interval"]) if fig.get("interval") else None,
+            # the run's own interval describes the value only when the entry is this run's
+            # alone: after an append the median of all kept starts may lie outside it
+            interval=list(fig["interval"]) if fig.get("interval") and not kept else None,
             report_only=cannot_fail(name, float(median), pol.direction),
         )
     if same and previous is not None:

@@ -203,6 +203,37 @@ def test_updates_append_starts_and_keep_the_last_n():
     assert len(fresh.metrics["output_throughput_tok_s"].starts) == 1
 
 
+def test_a_run_interval_is_stored_only_while_the_entry_is_that_run_alone():
+    """After an append the stored value is the median of every kept start; the last run's own
+    interval would describe another figure (seen on the H200 file: value 211.4 beside an
+    interval of 212.6-238.1), so it is not stored."""
+    from specperf.config import MetricPolicy
+
+    pol = {
+        "output_throughput_tok_s": MetricPolicy(
+            "output_throughput_tok_s", "higher", 0.05, "measured", True, True
+        )
+    }
+
+    def entry(starts, previous=None):
+        fig = {"value": starts[0], "starts": starts, "interval": [min(starts), max(starts)]}
+        return bl.make_entry(
+            KEY,
+            {"output_throughput_tok_s": fig},
+            pol,
+            fingerprint=FP,
+            provenance={"engine_version": "0.32.0", "host": "a"},
+            hardware_profile="cpu-x-2c",
+            previous=previous,
+        )
+
+    first = entry([98.0, 100.0, 104.0])
+    assert first.metrics["output_throughput_tok_s"].interval == [98.0, 104.0]
+    second = entry([120.0, 130.0], previous=first)
+    m = second.metrics["output_throughput_tok_s"]
+    assert m.value == 104.0 and m.interval is None
+
+
 def test_old_per_repeat_samples_count_as_starts_only_with_fresh_starts():
     m = bl.BaselineMetric(100.0, "higher", 0.05, samples=[99.0, 100.0, 101.0])
     assert m.start_values(engine_starts=3) == [99.0, 100.0, 101.0]
