@@ -1,18 +1,21 @@
 """Two speeds per engine start on the H200 (issue 13, session 11): what makes starts differ.
 
 Reads the per-request chunk times of session 11's unchanged passes (s11/v*-results.tar.gz,
-3 starts per item each) and splits every request's median step time (native: one token;
-EAGLE3: one verify step) into a fast and a slow level with a two-means split per method. Prints
-per start the share of requests at the slow level, the two levels, and the start's tok/s, then
-how much of the start-to-start spread the slow share explains (correlation; sd of log tok/s
-with and without it), and whether the level changes inside a request (one quarter of it near
-each level) or between requests.
+3 starts per item each; --runs: others, e.g. session 12's s12/w*) and splits every request's
+median step time (native: one token; EAGLE3: one verify step) into a fast and a slow level with
+a two-means split per method. Prints per start the share of requests at the slow level, the two
+levels, and the start's tok/s, then how much of the start-to-start spread the slow share
+explains (correlation; sd of log tok/s with and without it), and whether the level changes
+inside a request (one quarter of it near each level) or between requests.
 
     python docs/data/h200-campaign/step_regimes.py     # writes step_regimes.json beside it
+    python docs/data/h200-campaign/step_regimes.py --runs s12/w1,s12/w2,s12/w3 \
+        --out step_regimes-s12.json                    # session 12's check passes (3 hosts)
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
@@ -21,13 +24,13 @@ import tarfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNS = ("v1", "v2", "v3")
+RUNS = "s11/v1,s11/v2,s11/v3"  # session/run, results in <session>/<run>-results.tar.gz
 METHODS = ("native", "eagle3")
 
 
 def _starts(run: str, method: str) -> list[list[dict]]:
     """Every start's requests (the item's first start, then repeat-2, repeat-3)."""
-    with tarfile.open(HERE / "s11" / f"{run}-results.tar.gz") as tar:
+    with tarfile.open(HERE / f"{run}-results.tar.gz") as tar:
         names = sorted(
             n
             for n in tar.getnames()
@@ -67,9 +70,17 @@ def _corr(xs: list[float], ys: list[float]) -> float:
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default=RUNS, help="session/run,... (default: %(default)s)")
+    ap.add_argument("--out", default="step_regimes.json", help="file name beside this script")
+    args = ap.parse_args()
     doc: dict = {}
     for method in METHODS:
-        starts = [(run, i, reqs) for run in RUNS for i, reqs in enumerate(_starts(run, method))]
+        starts = [
+            (run.rsplit("/", 1)[-1], i, reqs)
+            for run in args.runs.split(",")
+            for i, reqs in enumerate(_starts(run, method))
+        ]
         meds = {
             (run, i, k): st.median(_quarter_medians(r))
             for run, i, reqs in starts
@@ -120,6 +131,7 @@ def main() -> int:
             "level_changes_between_requests": between,
             "requests_changing_level_inside": inside,
             "starts": rows,
+            "request_medians_ms": sorted(round(m, 3) for m in meds.values()),  # one per request
         }
         print(
             f"{method}: levels {st.fmean(fast_all):.2f} / {st.fmean(slow_all):.2f} ms "
@@ -136,7 +148,7 @@ def main() -> int:
             f"  corr(slow share, log tok/s) {r:.3f}; sd of log tok/s {sd:.1%}, "
             f"{resid:.1%} once the slow share is accounted for"
         )
-    (HERE / "step_regimes.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (HERE / args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
