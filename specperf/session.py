@@ -33,6 +33,7 @@ from specperf.errors import EngineStartError, SpecperfError
 from specperf.fileio import write_text_atomic
 from specperf.pool import START_LOG, EnginePool, one_at_a_time
 from specperf.session_results import update_baseline, write_item_summary
+from specperf.workload import sizing
 
 UPDATE_MODES = ("all", "missing", "failed")
 REPEAT_SUMMARY = "summary.repeat.json"
@@ -141,7 +142,10 @@ class SuiteSession:
         self, item: Item, wrap: Callable[[Callable[[], Any]], Any] | None = None
     ) -> ItemRun:
         """Start (or reuse) the engine, measure ``repeat`` times, write the item's results.
-        ``wrap`` runs the measuring callable (the plugin passes pytest-benchmark's pedantic)."""
+        ``wrap`` runs the measuring callable (the plugin passes pytest-benchmark's pedantic).
+        The request count is the baseline entry's where it fixes one, else the suite's, grown
+        when its first start was shorter than the item's minimum duration
+        (``specperf.workload.sizing`` says why)."""
         from specperf import datasets
         from specperf.measure import measure as measure_run
 
@@ -156,6 +160,10 @@ class SuiteSession:
         record = engine.record()
         fingerprint = item.fingerprint_base()
         fingerprint["dataset_version"] = dataset.version
+        item, fingerprint, size = self._fixed_size(item, fingerprint)
+        may_grow = (
+            size.source == "suite" and item.workload.size_to_min_duration and self._sizes_items()
+        )
         item_dir = self.results_dir / item.id
         summaries: list[dict[str, Any]] = []
         environment = _environment(self.opts.hardware_profile, self.opts.devices)
@@ -163,6 +171,7 @@ class SuiteSession:
         def run_once(k: int) -> dict[str, Any]:
             out = item_dir if k == 1 else item_dir / f"repeat-{k}"
             info = self.run_info(item, fingerprint, k)
+            info["sizing"] = size.to_json()
             self.progress_line(f"{item.id}: repeat {k}/{self.opts.repeat} started")
             with one_at_a_time(self.opts.one_at_a_time):
                 started = time.time()
@@ -182,6 +191,27 @@ class SuiteSession:
                 os.replace(out / vd.SUMMARY, out / REPEAT_SUMMARY)
             return summary
 
+        def grow(first: dict[str, Any]) -> bool:
+            """Size the item from its too-short first start; True when it was resized."""
+            nonlocal item, fingerprint, size
+            wl = item.workload
+            if first.get("engine_died") or first.get("failed"):
+                return False
+            n = sizing.grown_count(
+                wl.num_requests, first.get("duration_s"), wl.min_duration_s, wl.item_deadline_s
+            )
+            if n is None:
+                return False
+            _keep_sizing_start(item_dir)
+            size = sizing.Sizing(wl.num_requests, n, "measured", first.get("duration_s"))
+            item = _with_requests(item, n)
+            fingerprint["num_requests"] = n
+            self.progress_line(
+                f"{item.id}: sized to {size.describe()} < {wl.min_duration_s:g} s; measuring "
+                f"again (the short start is kept in {item_dir / sizing.SIZING_DIR})"
+            )
+            return True
+
         def run_all() -> None:
             nonlocal engine, record
             for k in range(1, self.opts.repeat + 1):
@@ -190,6 +220,8 @@ class SuiteSession:
                     engine = self.engine_for(item)
                     record = engine.record()  # this repeat's engine: its pid, log, start-up
                 s = run_once(k)
+                if k == 1 and may_grow and engine.is_alive() and grow(s):
+                    s = run_once(k)
                 summaries.append(s)
                 if s.get("engine_died") or not engine.is_alive():
                     self.pool.release("engine died during the item")
@@ -201,6 +233,24 @@ class SuiteSession:
         )
         result = vd.ItemResult(summary, item_dir)
         return ItemRun(item, item_dir, result, summaries, summary.get("engine_version"))
+
+    def _fixed_size(
+        self, item: Item, fingerprint: dict[str, Any]
+    ) -> tuple[Item, dict[str, Any], sizing.Sizing]:
+        """The item as its baseline entry fixes its request count (unchanged when none does)."""
+        n0 = item.workload.num_requests
+        entry = bl.load_baselines(self.baseline_file).get(item.key)
+        fixed = sizing.count_from_entry(entry.fingerprint if entry else None, fingerprint, n0)
+        if fixed is None or fixed == n0:
+            return item, fingerprint, sizing.Sizing(n0, n0, "baseline" if fixed else "suite")
+        size = sizing.Sizing(n0, fixed, "baseline")
+        self.progress_line(f"{item.id}: {size.describe()}")
+        return _with_requests(item, fixed), {**fingerprint, "num_requests": fixed}, size
+
+    def _sizes_items(self) -> bool:
+        """Sizing costs engine time: done only where the suite gates a hardware-bound metric
+        (speed, latency; nothing else reads an item's duration) and the item may be sized."""
+        return any(p.hardware_bound and p.gate != "never" for p in self.suite.metrics.values())
 
     def run_info(self, item: Item, fingerprint: dict[str, Any], repeat: int) -> dict[str, Any]:
         spec = item.spec
@@ -318,6 +368,23 @@ class SuiteSession:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _with_requests(item: Item, n: int) -> Item:
+    """``item`` measured with ``n`` requests (its id and key stay: they name no count)."""
+    return dataclasses.replace(item, workload=dataclasses.replace(item.workload, num_requests=n))
+
+
+def _keep_sizing_start(item_dir: Path) -> None:
+    """Move the too-short first start out of the item's directory into ``sizing/`` (its summary
+    renamed, so no results loader takes it for an item): nothing measured is lost."""
+    aside = item_dir.with_name(item_dir.name + ".sizing")
+    os.replace(item_dir, aside)
+    item_dir.mkdir()
+    os.replace(aside, item_dir / sizing.SIZING_DIR)
+    kept = item_dir / sizing.SIZING_DIR / vd.SUMMARY
+    if kept.exists():
+        os.replace(kept, kept.with_name(sizing.SIZING_SUMMARY))
 
 
 def _environment(profile: str, devices: Devices) -> dict[str, Any]:

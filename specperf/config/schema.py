@@ -291,6 +291,7 @@ class WorkloadTable(Table):
     prefix_cache: Annotated[Text, one_of(("reset", "disabled", "keep"))] = "reset"
     max_failed_fraction: float = 0.0
     min_duration_s: float = _WL.min_duration_s
+    size_to_min_duration: bool = _WL.size_to_min_duration
     min_baseline_days: int = _WL.min_baseline_days
     warmup_requests: int | None = None
 

@@ -76,9 +76,20 @@ def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -
     shortest = min((d for d in durations if d is not None), default=None)
     if shortest is None or shortest >= min_duration_s:
         return None
+    size = summary.get("sizing") or {}
+    n = size.get("requests")
+    if size.get("source") == "baseline":
+        fix = (
+            f"its {n} requests are its baseline entry's: remove the entry and run "
+            "--update-baselines=missing to size it on this machine"
+        )
+    elif size.get("source") == "measured":
+        fix = f"already sized to {n} requests (the most allowed); raise its requests"
+    else:
+        fix = "raise its requests (or [workload] min_duration_s)"
     return (
         f"the item lasted {shortest:.2f} s < {min_duration_s:g} s: too short to time on this "
-        "machine; raise its requests (or [workload] min_duration_s)"
+        f"machine; {fix}"
     )
 
 
@@ -172,7 +183,7 @@ def evaluate_item(
                 reason=missing_reason or f"no baseline entry for this key (profile {profile})",
             )
         )
-        return checks
+        return checks + figures_only(result, policies, "no baseline to compare with")
     diffs = fingerprint_diff(entry.fingerprint, result.fingerprint)
     if diffs:
         shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
@@ -187,7 +198,7 @@ def evaluate_item(
                 reason=f"fingerprint differs ({shown}); not compared",
             )
         )
-        return checks
+        return checks + figures_only(result, policies, "the baseline entry is stale")
 
     issues = list(known_issues)
     if entry.known_issue:
@@ -287,6 +298,34 @@ def evaluate_item(
         _decide(c, metric, pol, entry, fig, measured, alpha, siblings)
         checks.append(quarantine(c, issues, key, today))
     return checks
+
+
+def figures_only(
+    result: ItemResult, policies: Mapping[str, MetricPolicy], why: str
+) -> list[Check]:
+    """Every figure of an item that has nothing to be compared with, as report-only rows: a
+    machine without baselines still sees what it measured (and what --update-baselines would
+    store) in the table."""
+    rows = []
+    for metric, pol in policies.items():
+        measured = result.value(metric)
+        if measured is None:
+            continue
+        rows.append(
+            Check(
+                result.key.as_str(),
+                metric,
+                "info",
+                measured=measured,
+                direction=pol.direction,
+                tolerance=pol.tolerance,
+                item=result.item_id,
+                engine_version=result.engine_version,
+                gated=False,
+                reason=f"{why}: measured only",
+            )
+        )
+    return rows
 
 
 def _decide(

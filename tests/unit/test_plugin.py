@@ -544,3 +544,54 @@ def test_workload_the_engine_refuses_is_a_skip_with_the_reason(perf):
     assert (res / "cal-native-mt-bench-c1" / "summary.json").exists()
     assert not (res / "cal-native-mt-bench-c2").exists()  # refused before anything was measured
     assert list(baseline(perf)) and all("/c2/" not in k for k in baseline(perf))
+
+
+def test_a_too_short_item_is_sized_once_and_its_baseline_fixes_the_count(perf):
+    """On a machine where the suite's count is over in a fraction of the minimum duration, the
+    update run measures the first start, finds it too short, keeps it under sizing/ and measures
+    the item again with a whole multiple of the count; the entry stores that count and every
+    later run sends it (same workload as the baseline). A later run that is still too short
+    says how to size again."""
+    perf.makefile(
+        ".toml",
+        sized=SUITE.replace('gate = "never"', 'gate = "always"').replace(
+            "warmup_requests = 1", "warmup_requests = 1\nmin_duration_s = 1.0"
+        ),
+    )
+    sel = ("--method", "native", "--concurrency", "1", "--suite", "sized.toml")
+    res = perf.path / "update"
+    r = run(perf, "--results-dir", str(res), *sel, "--update-baselines")
+    r.assert_outcomes(passed=1)
+    item = res / "cal-native-mt-bench-c1"
+    first = json.loads((item / "sizing" / "summary.sizing.json").read_text())
+    summary = json.loads((item / "summary.json").read_text())
+    n = summary["num_requests"]
+    assert first["num_requests"] == 4 and first["duration_s"] < 1.0
+    assert n > 4 and n % 4 == 0 and summary["duration_s"] >= 1.0
+    assert summary["sizing"] == {
+        "configured_requests": 4,
+        "requests": n,
+        "source": "measured",
+        "first_duration_s": round(first["duration_s"], 3),
+    }
+    assert "sized to" in (res / "progress.log").read_text()
+    (entry,) = baseline(perf).values()
+    assert entry["fingerprint"]["num_requests"] == n
+
+    res = perf.path / "check"
+    run(perf, "--results-dir", str(res), *sel, "--strict-baselines").assert_outcomes(passed=1)
+    item = res / "cal-native-mt-bench-c1"
+    summary = json.loads((item / "summary.json").read_text())
+    assert not (item / "sizing").exists()
+    assert summary["num_requests"] == n and summary["sizing"]["source"] == "baseline"
+
+    # four times faster: the entry's count is too short now, and the reason says what to do
+    res = perf.path / "faster"
+    run(perf, "--results-dir", str(res), *sel, "--setting", "speed=4.0")
+    lines = (res / "verdicts.jsonl").read_text().splitlines()
+    speed = [c for c in map(json.loads, lines) if c["metric"] == "output_throughput_tok_s"]
+    assert f"its {n} requests are its baseline entry's" in speed[0]["reason"]
+    assert (
+        json.loads((res / "cal-native-mt-bench-c1" / "summary.json").read_text())["num_requests"]
+        == n
+    )

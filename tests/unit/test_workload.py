@@ -341,3 +341,31 @@ def test_reads_timed_at_the_select_follow_the_schedule():
         assert all(b >= a for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:], strict=False))
     s = summarize(res, run_info={"method": "native"})
     assert s["tpot_ms"]["mean"] == pytest.approx(served["mean_tpot_ms"], rel=0.5)
+
+
+# -- sizing: the request count by measured duration, fixed by the baseline entry ---------------
+def test_a_short_item_grows_by_a_whole_multiple_to_twice_the_minimum():
+    from specperf.workload import sizing
+
+    assert sizing.grown_count(32, 4.1, 5.0) == 96  # ceil(10 / 4.1) = 3
+    assert sizing.grown_count(16, 0.5, 5.0) == 16 * 16  # capped at MAX_SIZE_FACTOR
+    assert sizing.grown_count(16, 4.99, 5.0) == 48  # just short: still sized to twice the minimum
+    assert sizing.grown_count(32, 5.0, 5.0) is None  # long enough
+    assert sizing.grown_count(32, None, 5.0) is None  # nothing measured
+    assert sizing.grown_count(32, 1.0, 0.0) is None  # minimum switched off
+    assert sizing.grown_count(8, 1.0, 5.0, deadline_s=6.0) == 24  # ends within half the deadline
+    assert sizing.grown_count(8, 2.0, 5.0, deadline_s=3.0) is None  # no multiple fits
+
+
+def test_a_baseline_entry_fixes_the_count_only_for_the_same_workload():
+    from specperf.workload import sizing
+
+    fp = {"model": "m", "num_requests": 32, "concurrency": 1}
+    assert sizing.count_from_entry({**fp, "num_requests": 96}, fp, 32) == 96
+    assert sizing.count_from_entry(fp, fp, 32) == 32
+    assert sizing.count_from_entry(None, fp, 32) is None
+    # anything else differs: the entry is stale and will be replaced, so the item may be sized
+    assert sizing.count_from_entry({**fp, "num_requests": 96, "model": "x"}, fp, 32) is None
+    # the suite's count changed since (not a whole multiple, or fewer): stale too
+    assert sizing.count_from_entry({**fp, "num_requests": 100}, fp, 32) is None
+    assert sizing.count_from_entry({**fp, "num_requests": 16}, fp, 32) is None
