@@ -11,6 +11,8 @@ Results directory layout (read by ``specperf verdict``, ``specperf report`` and 
   engines/              engine logs
   <item-id>/summary.json, requests.jsonl    (repeat 1; figures are medians over repeats)
   <item-id>/repeat-<k>/summary.repeat.json, requests.jsonl    (repeats 2..N)
+  <item-id>/sizing/summary.sizing.json, requests.jsonl    (a too-short first start, when the
+                        item was sized again: specperf.workload.sizing; not an item start)
 """
 
 from __future__ import annotations
