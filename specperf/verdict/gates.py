@@ -183,7 +183,7 @@ def evaluate_item(
                 reason=missing_reason or f"no baseline entry for this key (profile {profile})",
             )
         )
-        return checks + figures_only(result, policies, "no baseline to compare with")
+        return checks + figures_only(result, policies)
     diffs = fingerprint_diff(entry.fingerprint, result.fingerprint)
     if diffs:
         shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
@@ -198,7 +198,7 @@ def evaluate_item(
                 reason=f"fingerprint differs ({shown}); not compared",
             )
         )
-        return checks + figures_only(result, policies, "the baseline entry is stale")
+        return checks + figures_only(result, policies)
 
     issues = list(known_issues)
     if entry.known_issue:
@@ -300,12 +300,10 @@ def evaluate_item(
     return checks
 
 
-def figures_only(
-    result: ItemResult, policies: Mapping[str, MetricPolicy], why: str
-) -> list[Check]:
+def figures_only(result: ItemResult, policies: Mapping[str, MetricPolicy]) -> list[Check]:
     """Every figure of an item that has nothing to be compared with, as report-only rows: a
     machine without baselines still sees what it measured (and what --update-baselines would
-    store) in the table."""
+    store) in the table. No reason of their own: the item's baseline row above says why."""
     rows = []
     for metric, pol in policies.items():
         measured = result.value(metric)
@@ -322,7 +320,6 @@ def figures_only(
                 item=result.item_id,
                 engine_version=result.engine_version,
                 gated=False,
-                reason=f"{why}: measured only",
             )
         )
     return rows

@@ -180,10 +180,10 @@ def test_missing_and_stale_baselines():
     c = by_metric(stale)["baseline"]
     assert c.status == "stale" and "num_requests: 80 → 16" in c.reason
     # never compared, but every figure is shown (report only), as for a missing entry
-    for checks, why in ((stale, "stale"), (missing, "no baseline")):
+    for checks in (stale, missing):
         row = by_metric(checks)["output_throughput_tok_s"]
         assert row.status == "info" and not row.gated and row.baseline is None
-        assert row.measured == res.value("output_throughput_tok_s") and why in row.reason
+        assert row.measured == res.value("output_throughput_tok_s")
     assert vd.outcome(stale).status == "skip"
     assert vd.outcome(stale, strict=True).status == "fail"
 
