@@ -27,6 +27,7 @@ pytestmark = pytest.mark.integration
 
 K = 3
 MAX_TOKENS = 32
+BLOCKER_TOKENS = 512  # seconds of generation on the tiny model: the others queue behind it
 MAL_TOLERANCE = 0.03  # issue 5: vLLM's MAL within 3 % of ours on the same head and prompts
 
 
@@ -98,6 +99,18 @@ def assert_gone(engine: TransformersEngine) -> None:
     assert pid is not None and not psutil.pid_exists(pid)
 
 
+def _wait_for_generation(client: Any, before: Counters, timeout_s: float = 60.0) -> None:
+    """Until the server has generated a token since ``before`` (the blocker is running)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (client.counters().minus(before).generation_tokens or 0) > 0:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no token generated within {timeout_s:g} s")
+
+
 def test_native_streams_each_token_and_matches_transformers(tiny_model, start_engine) -> None:
     engine = start_engine(hf_spec(tiny_model))
     client = engine.client()
@@ -114,12 +127,20 @@ def test_native_streams_each_token_and_matches_transformers(tiny_model, start_en
     # concurrent requests: batched together (left padding), same greedy tokens as serially
     from concurrent.futures import ThreadPoolExecutor
 
+    # A long request holds the model first, so the three queue behind it and are taken
+    # together when it ends. Sent bare, they raced the server: a thread pool's requests can
+    # arrive a generation apart on a busy 2-core machine, and each then ran alone (CI, session
+    # 12: batches 3 of 3).
     before = client.counters()
-    with ThreadPoolExecutor(len(PROMPTS)) as pool:
+    with ThreadPoolExecutor(1 + len(PROMPTS)) as pool:
+        blocker = pool.submit(chat, client, PROMPTS[0], BLOCKER_TOKENS)
+        _wait_for_generation(client, before)
         together = list(pool.map(lambda t: chat(client, t, MAX_TOKENS), PROMPTS))
+        assert blocker.result()["usage"]["completion_tokens"] == BLOCKER_TOKENS
     extra = dict(client.counters().minus(before).extra)
     assert [o["token_ids"] for o in together] == [o["token_ids"] for o in outs]
-    assert extra["batches"] < len(PROMPTS)  # at least two shared one generate() call
+    # the blocker's generate() call, then at most two for the three: at least two shared one
+    assert extra["batches"] < 1 + len(PROMPTS)
     assert_gone(engine)
 
 
