@@ -20,7 +20,8 @@ Steps for each watched engine:
    request count in both runs;
 4. the pinned results become the baseline of the candidate results and the verdict module judges
    them (same tolerances, same rules, messages with both engine versions); a same-run rule that
-   also fails on the pinned version is not blamed on the release;
+   also fails on the pinned version is not blamed on the release; an item the candidate measured
+   differently (its fingerprint differs: stale) fails, since it was not compared;
 5. ``specperf report CANDIDATE --compare PINNED`` and a ``watch.json`` / ``watch.md`` summary
    (also appended to $GITHUB_STEP_SUMMARY). Exit 1 names each regressing release; exit 2 means
    the watch could not judge (e.g. the pinned run produced nothing).

