@@ -93,6 +93,7 @@ def one_start(out: Path, args: argparse.Namespace) -> float | None:
         sys.executable, "-m", "pytest", "-m", "perf", "tests/perf/test_matrix.py", "-q",
         "-p", "no:cacheprovider", "--results-dir", str(out),
         "--method", args.method, "--dataset", args.dataset, "--concurrency", str(args.concurrency),
+        *args.pytest_arg,
     ]  # fmt: skip
     with open(out.with_suffix(".log"), "w", encoding="utf-8") as log:
         subprocess.run(
@@ -158,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--start-timeout", type=float, default=600.0)
+    ap.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        help="one more argument for each start's pytest run (repeat it), e.g. --suite=FILE",
+    )
     ap.add_argument(
         "--analyse", action="store_true", help="measure nothing: analyse OUT's saved starts"
     )
