@@ -22,6 +22,12 @@ the model thread runs (it sleeps between requests and may wake up elsewhere) and
 are both candidates: the per-request CPU of both threads is recorded to tell them apart.
 
     python3 docs/data/h200-campaign/gil_probe.py --out $OUT [--variants native:default,native:sw05]
+    python3 docs/data/h200-campaign/gil_probe.py --out $OUT --head <fitted head dir> --rounds 2 \
+        --variants eagle3:default,eagle3:sw05,native:default,native:sw05   # session 14
+
+``--head`` takes a head fitted by ``scripts/gpu_run.py --passes ""`` (its fit.json ``path``);
+the bench sends the suite's ``smoke`` tier, the prompts the head is fitted on. ``--rounds``
+repeats the variant list, so variants alternate on one host.
     python3 docs/data/h200-campaign/gil_probe.py --out /tmp/g --shapes tiny --device cpu  # dry run
 """
 
@@ -193,9 +199,10 @@ def _steps(results_dir: Path, rows: list, bench_end: float, main_tid: int) -> li
     return out
 
 
-def run_variant(name: str, method: str, models: dict, out: Path, deadline: float) -> dict:
+def run_variant(
+    name: str, method: str, variant: str, models: dict, out: Path, deadline: float
+) -> dict:
     env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8")
-    variant = name.split("-", 1)[1]
     if variant in SITE:
         site = out / f"{variant}-site"
         site.mkdir(exist_ok=True)
@@ -212,13 +219,14 @@ def run_variant(name: str, method: str, models: dict, out: Path, deadline: float
     cmd += ["--dtype", "bfloat16", "--max-model-len", "1024", "--probe-tokens", "16"]
     if method == "eagle3":
         cmd += ["--num-speculative-tokens", "3", "--draft-model", models["head"]]
-        cmd += ["--draft-random-weights"]
+        if not models.get("head_fitted"):
+            cmd += ["--draft-random-weights"]
     log = open(out / f"{name}-server.log", "w")  # noqa: SIM115 (closed below)
     started = time.monotonic()
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
-    res: dict = {"variant": name, "method": method, **res_pin}
+    res: dict = {"variant": name, "method": method, "switch": variant, **res_pin}
     try:
         import httpx
 
@@ -240,7 +248,7 @@ def run_variant(name: str, method: str, models: dict, out: Path, deadline: float
         sampler.start()
         bench = [sys.executable, "-m", "specperf.cli", "bench", "--url"]
         bench += [f"http://127.0.0.1:{port}", "--dataset", "gsm8k", "--num-requests", "12"]
-        bench += ["--max-tokens", "128", "--ignore-eos", "--quiet", "--output"]
+        bench += ["--tier", "smoke", "--max-tokens", "128", "--ignore-eos", "--quiet", "--output"]
         bench += [str(out / f"{name}.json"), "--results-dir", str(out / f"{name}-run")]
         left = max(5.0, deadline - time.monotonic())
         subprocess.run(bench, cwd=ROOT, check=True, timeout=left)
@@ -267,6 +275,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=190.0)
     ap.add_argument("--shapes", choices=("qwen3-8b", "tiny"), default="qwen3-8b")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--head", default=None, help="a fitted EAGLE3 head dir (default: random)")
+    ap.add_argument("--rounds", type=int, default=1, help="run the variant list this many times")
     args = ap.parse_args()
     DEVICE[0] = args.device
     deadline = time.monotonic() + args.budget_s
@@ -275,19 +285,22 @@ def main() -> int:
 
     built = build_models(Path.home() / f".cache/specperf/models/shapes-{args.shapes}", args.shapes)
     models = {"target": built["qwen3-8b-shape"], "head": built["qwen3-8b-eagle3-shape"]}
+    if args.head:
+        models.update(head=args.head, head_fitted=True)
     print(f"GILPROBE cpus {sorted(os.sched_getaffinity(0))} siblings {_siblings()}", flush=True)
     results = []
-    for spec in args.variants.split(","):
+    for rnd, spec in itertools.product(range(1, args.rounds + 1), args.variants.split(",")):
         method, variant = spec.split(":")
         if time.monotonic() > deadline - 40:
-            print(f"GILPROBE skip {spec}: too little time left", flush=True)
+            print(f"GILPROBE skip {spec} round {rnd}: too little time left", flush=True)
             continue
-        r = run_variant(f"{method}-{variant}", method, models, args.out, deadline)
+        name = f"{method}-{variant}" + (f"-r{rnd}" if args.rounds > 1 else "")
+        r = run_variant(name, method, variant, models, args.out, deadline)
         results.append(r)
         (args.out / "gil_probe.json").write_text(json.dumps(results, indent=1) + "\n")
         meds = [round(q["median_ms"], 2) for q in r.get("requests", [])]
         print(
-            f"GILPROBE {method}-{variant} tok/s {r.get('tok_s')} start {r.get('start_s')} s "
+            f"GILPROBE {name} tok/s {r.get('tok_s')} start {r.get('start_s')} s "
             f"step medians {meds} placement {r.get('placement')} {r.get('error', '')}",
             flush=True,
         )
