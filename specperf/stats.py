@@ -45,6 +45,8 @@ from scipy import stats as _st
 MIN_LOG_SD = 1e-3
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RUN_ALPHA = 0.01
+# "What a check can see": the change it calls a regression with this probability (its power).
+DETECT_POWER = 0.9
 # A spread estimate needs at least this many baseline starts; fewer: not gated statistically.
 MIN_BASELINE_STARTS = 3
 # The pass-level test needs at least this many baseline passes to estimate their spread.
@@ -65,6 +67,9 @@ class Decision:
     alpha: float
     min_effect: float
     reason: str = ""
+    # the smallest relative change in the bad direction this test flags DETECT_POWER of the
+    # time (negative for "higher is better"); None when nothing was tested
+    detectable: float | None = None
 
     @property
     def delta(self) -> float | None:
@@ -76,10 +81,37 @@ class Decision:
             return self.reason
         p = "n/a" if self.p_value is None else f"{self.p_value:.2g}"
         note = f" ({self.reason})" if self.reason else ""
+        sees = (
+            ""
+            if self.detectable is None
+            else f"; sees {self.detectable:+.0%} {DETECT_POWER:.0%} of the time"
+        )
         return (
             f"{METHOD}: {self.n_current} start(s) vs {self.n_baseline} baseline starts{note}, "
-            f"p={p} (alpha {self.alpha:.2g}), min effect {self.min_effect:.0%}"
+            f"p={p} (alpha {self.alpha:.2g}), min effect {self.min_effect:.0%}{sees}"
         )
+
+
+def detectable_change(se: float, df: int, alpha: float, min_effect: float, direction: str) -> float:
+    """The smallest relative change in the bad direction that a one-sided t test at ``alpha``
+    with standard error ``se`` (log scale) and ``df`` degrees of freedom, plus the
+    ``min_effect`` floor, calls a regression DETECT_POWER of the time. Why: a green verdict
+    means "no regression this check could see"; a check on noisy starts may see only -40 %,
+    and a reader must be told so rather than read green as "no slowdown". The noncentral t
+    gives the power exactly for the estimated spread; "equal" uses the two-sided level.
+    Negative for "higher is better", positive otherwise (the size for "equal")."""
+    from scipy.optimize import brentq
+
+    level = alpha / 2 if direction not in ("higher", "lower") else alpha
+    crit = float(_st.t.ppf(1 - level, df))
+    hi = max(crit, 1.0) + 5.0
+    while _st.nct.sf(crit, df, hi) < DETECT_POWER:
+        hi *= 2
+    nc = brentq(lambda x: _st.nct.sf(crit, df, x) - DETECT_POWER, 0.0, hi, xtol=1e-6)
+    effect = nc * se
+    if direction == "higher":
+        return -max(1 - math.exp(-effect), min_effect)
+    return max(math.exp(effect) - 1, min_effect)
 
 
 def _logs(values: Sequence[float]) -> list[float]:
@@ -310,7 +342,16 @@ def decide(
     q = float(_st.t.ppf(0.975, df))
     interval = (math.exp(d - q * se), math.exp(d + q * se))
     return Decision(
-        worse and p < alpha, ratio, p, interval, len(a), len(b), alpha, min_effect, v.note
+        worse and p < alpha,
+        ratio,
+        p,
+        interval,
+        len(a),
+        len(b),
+        alpha,
+        min_effect,
+        v.note,
+        detectable_change(se, df, alpha, min_effect, direction),
     )
 
 
@@ -403,6 +444,7 @@ def engine_wide(
         alpha,
         min_effect,
         f"geometric mean over {items} items on {len(ds)} engine start group(s), {how}",
+        detectable_change(se, df, alpha, min_effect, "lower" if direction == "lower" else "higher"),
     )
 
 

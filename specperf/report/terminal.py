@@ -161,6 +161,18 @@ def _delta(c: verdict.Check) -> str:
     return "" if d is None or d != d or d in (float("inf"), float("-inf")) else f"{d:+.1%}"
 
 
+def _sees(c: verdict.Check) -> str:
+    """The change a statistical check flags 9 times in 10 (``Check.detectable``), e.g. "-12%"."""
+    d = c.detectable
+    return "" if d is None or d != d else f"{d:+.0%}"
+
+
+SEES_LEGEND = (
+    "sees: the change in the bad direction that check flags 9 times in 10 (its starts' spread, "
+    "its level, its minimum effect); a PASS rules out a regression that large, not a smaller one"
+)
+
+
 def _clip(text: str, width: int, *, left: bool = False) -> str:
     if len(text) <= width:
         return text
@@ -178,7 +190,9 @@ def verdict_table(
     """The end-of-session table: one block per item (its id on a line of its own), items with a
     failure first, then items with a check that was not evaluated; inside a block, failures
     and not-evaluated rows first, each non-passing row followed by its reason. Every line fits
-    ``width`` columns (long ids are cut on the left, long reasons wrapped, then cut)."""
+    ``width`` columns (long ids are cut on the left, long reasons wrapped, then cut). The
+    "sees" column gives each statistical check's detectable change (``_sees``), explained by
+    a legend under the table when any row has one."""
     checks = list(checks)
     rows = [c for c in checks if include_pass or c.status != "pass"]
     if not rows:
@@ -188,25 +202,25 @@ def verdict_table(
     for c in rows:
         groups.setdefault(c.item or c.key, []).append(c)
     order = sorted(groups, key=lambda g: min(_rank(c.status) for c in groups[g]))
-    vals = [9, 9, 8, 13]  # measured, baseline, delta, verdict ("NOT EVALUATED")
+    vals = [9, 9, 8, 5, 13]  # measured, baseline, delta, sees, verdict ("NOT EVALUATED")
     names = [_metric_name(c) for c in rows]
     metric_w = min(width - 2 - sum(vals) - 2 * len(vals), max(len("metric"), *map(len, names)))
 
     def line(metric: str, *cells: str) -> str:
-        m, b, d, v = cells
+        m, b, d, s, v = cells
         return (
             f"  {_clip(metric, metric_w):<{metric_w}}  {m:>{vals[0]}}  {b:>{vals[1]}}  "
-            f"{d:>{vals[2]}}  {v}"
+            f"{d:>{vals[2]}}  {s:>{vals[3]}}  {v}"
         ).rstrip()
 
-    out = [line("metric", "measured", "baseline", "delta", "verdict")]
+    out = [line("metric", "measured", "baseline", "delta", "sees", "verdict")]
     out.append("  " + "-" * (len(out[0]) - 2))
     for g in order:
         out.append(_clip(g, width, left=True))
         for c in sorted(groups[g], key=lambda c: (_rank(c.status), c.metric)):
             name = _metric_name(c)
             status = c.status.upper().replace("_", " ")
-            out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), status))
+            out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), _sees(c), status))
             if c.status != "pass" and c.reason:
                 wrapped = textwrap.wrap(
                     " ".join(c.reason.split()),
@@ -216,4 +230,6 @@ def verdict_table(
                     break_on_hyphens=False,  # paths and keys stay whole where they fit
                 )
                 out += [f"      {w}" for w in wrapped]
+    if any(_sees(c) for c in rows):
+        out += ["", *textwrap.wrap(SEES_LEGEND, width=width)]
     return "\n".join(out)

@@ -38,6 +38,9 @@ class Check:
     item: str | None = None
     rule: str | None = None
     gated: bool = True
+    # a statistical check: the change in the bad direction it flags 9 times in 10 (its power;
+    # stats.detectable_change), so a PASS says how large a regression it could have seen
+    detectable: float | None = None
 
     @property
     def failed(self) -> bool:

@@ -100,6 +100,7 @@ def engine_wide_checks(
                 reason=d.describe(),
                 rule="engine-wide",
                 gated=len(groups) >= 2,
+                detectable=d.detectable,
             )
             out.append(c)
     return out

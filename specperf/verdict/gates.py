@@ -363,6 +363,7 @@ def _decide(
             c.interval = (d.interval[0] * geo, d.interval[1] * geo)
             c.interval_method = "95 % t interval over starts"
         c.status = "fail" if d.regressed else "pass"
+        c.detectable = d.detectable
         c.reason = join(c.reason, d.describe())
         return
     if pol.gate == "always":

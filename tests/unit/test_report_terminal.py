@@ -145,3 +145,27 @@ def test_an_unknown_status_sorts_before_passes():
     cs = [row_check("a", "m", "pass"), row_check("b", "m", "warn", reason="new status")]
     heads = [x for x in terminal.verdict_table(cs).splitlines() if x and not x.startswith(" ")]
     assert heads == ["b", "a"]
+
+
+def test_a_statistical_row_says_what_it_could_see_and_the_legend_explains_it():
+    cs = [
+        row_check(
+            "a-native",
+            "output_throughput_tok_s",
+            "pass",
+            measured=95.0,
+            baseline=100.0,
+            delta=-0.05,
+            detectable=-0.214,
+        ),
+        row_check("a-native", "output_tokens", "pass", measured=10.0, baseline=10.0, delta=0.0),
+    ]
+    lines = terminal.verdict_table(cs, width=80).splitlines()
+    assert lines[0].split() == ["metric", "measured", "baseline", "delta", "sees", "verdict"]
+    row = next(x for x in lines if x.split()[:1] == ["output_throughput_tok_s"])
+    assert row.split()[-2:] == ["-21%", "PASS"]
+    tokens = next(x for x in lines if x.split()[:1] == ["output_tokens"])
+    assert tokens.split()[-2:] == ["+0.0%", "PASS"]  # no test, no "sees"
+    assert any(x.startswith("sees: the change in the bad direction") for x in lines)
+    assert all(len(x) <= 80 for x in lines)
+    assert "sees:" not in terminal.verdict_table(cs[1:])

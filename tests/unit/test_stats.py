@@ -152,3 +152,39 @@ def test_a_spread_pooled_over_an_engine_configs_items_sees_what_one_item_alone_c
     assert "pooled over 15 df" in pooled.describe()
     same = stats.decide([99.0], base, "higher", min_effect=0.05, alpha=alpha, spread=spread)
     assert not same.regressed
+
+
+def test_detectable_change_is_the_change_flagged_nine_times_in_ten():
+    """What the "sees" column promises, checked by simulation: starts drawn with the test's own
+    noise (sd 5 % on the log scale, 6 baseline and 3 current starts, start level), shifted by
+    the detectable change, are called a regression ~90 % of the time; half that shift far less."""
+    import random
+
+    sigma, n_base, n_cur, alpha = 0.05, 6, 3, 0.001
+    se = sigma * math.sqrt(1 / n_cur + 1 / n_base)
+    sees = stats.detectable_change(se, n_base + n_cur - 2, alpha, 0.05, "higher")
+    assert -0.30 < sees < -0.10  # far beyond the 5 % minimum effect: the t test decides
+    assert stats.detectable_change(se, 7, alpha, 0.05, "lower") > 0
+
+    def red_share(shift: float) -> float:
+        rng = random.Random(11)
+        red = 0
+        for _ in range(2000):
+            base = [100 * math.exp(rng.gauss(0, sigma)) for _ in range(n_base)]
+            cur = [100 * (1 + shift) * math.exp(rng.gauss(0, sigma)) for _ in range(n_cur)]
+            red += bool(stats.decide(cur, base, "higher", min_effect=0.05, alpha=alpha).regressed)
+        return red / 2000
+
+    assert red_share(sees) == pytest.approx(stats.DETECT_POWER, abs=0.03)
+    assert red_share(sees / 2) < 0.35
+
+
+def test_a_decision_says_what_it_could_see():
+    d = stats.decide([99.0], BASE, "higher", min_effect=0.05, alpha=0.001)
+    assert d.detectable is not None and d.detectable < -0.05
+    assert f"sees {d.detectable:+.0%} 90% of the time" in d.describe()
+    tight = [100.0, 100.1, 99.9, 100.0, 100.05]  # no noise: the minimum effect is the floor
+    assert stats.decide([99.0], tight, "higher", min_effect=0.05).detectable == -0.05
+    wide = stats.engine_wide([([99.0], BASE), ([98.0], BASE)], "higher", alpha=0.001)
+    assert wide.detectable is not None and wide.detectable < -0.05
+    assert stats.decide([1.0], [1.0, 1.0], "higher").detectable is None  # not decided
