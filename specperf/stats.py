@@ -41,6 +41,8 @@ from dataclasses import dataclass, replace
 
 from scipy import stats as _st
 
+from specperf.textfmt import percent_change
+
 # 0.1 % on the log scale: below any meaningful spread, above floating-point noise.
 MIN_LOG_SD = 1e-3
 DEFAULT_MIN_EFFECT = 0.05
@@ -84,7 +86,7 @@ class Decision:
         sees = (
             ""
             if self.detectable is None
-            else f"; sees {self.detectable:+.0%} {DETECT_POWER:.0%} of the time"
+            else f"; sees {percent_change(self.detectable)} {DETECT_POWER:.0%} of the time"
         )
         return (
             f"{METHOD}: {self.n_current} start(s) vs {self.n_baseline} baseline starts{note}, "

@@ -30,3 +30,9 @@ def fixed(v: Any, digits: int = 2, missing: str = "-") -> str:
 
 
 __all__ = ["fixed", "number"]
+
+
+def percent_change(x: float) -> str:
+    """A signed relative change as a percentage: whole percents from 10 % up, one decimal below
+    (a count gated at tolerance 0 sees -0.5 %, which "-0%" would hide)."""
+    return f"{x:+.0%}" if abs(x) >= 0.1 else f"{x:+.1%}"

@@ -18,7 +18,7 @@ from specperf import verdict
 from specperf.errors import SpecperfError
 from specperf.report.compare import ordered, visible
 from specperf.report.load import read_jsonl
-from specperf.textfmt import number
+from specperf.textfmt import number, percent_change
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 40
@@ -164,7 +164,7 @@ def _delta(c: verdict.Check) -> str:
 def _sees(c: verdict.Check) -> str:
     """The change a statistical check flags 9 times in 10 (``Check.detectable``), e.g. "-12%"."""
     d = c.detectable
-    return "" if d is None or d != d else f"{d:+.0%}"
+    return "" if d is None or d != d else percent_change(d)
 
 
 SEES_LEGEND = (

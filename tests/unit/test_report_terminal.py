@@ -159,6 +159,7 @@ def test_a_statistical_row_says_what_it_could_see_and_the_legend_explains_it():
             detectable=-0.214,
         ),
         row_check("a-native", "output_tokens", "pass", measured=10.0, baseline=10.0, delta=0.0),
+        row_check("a-native", "completed", "pass", measured=12.0, baseline=12.0, detectable=-0.005),
     ]
     lines = terminal.verdict_table(cs, width=80).splitlines()
     assert lines[0].split() == ["metric", "measured", "baseline", "delta", "sees", "verdict"]
@@ -166,6 +167,8 @@ def test_a_statistical_row_says_what_it_could_see_and_the_legend_explains_it():
     assert row.split()[-2:] == ["-21%", "PASS"]
     tokens = next(x for x in lines if x.split()[:1] == ["output_tokens"])
     assert tokens.split()[-2:] == ["+0.0%", "PASS"]  # no test, no "sees"
+    completed = next(x for x in lines if x.split()[:1] == ["completed"])
+    assert completed.split()[-2:] == ["-0.5%", "PASS"]  # small changes keep a decimal
     assert any(x.startswith("sees: the change in the bad direction") for x in lines)
     assert all(len(x) <= 80 for x in lines)
-    assert "sees:" not in terminal.verdict_table(cs[1:])
+    assert "sees:" not in terminal.verdict_table(cs[1:2])
