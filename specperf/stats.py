@@ -72,6 +72,7 @@ class Decision:
     # the smallest relative change in the bad direction this test flags DETECT_POWER of the
     # time (negative for "higher is better"); None when nothing was tested
     detectable: float | None = None
+    two_sided: bool = False  # direction "equal": ``detectable`` is a size either way
 
     @property
     def delta(self) -> float | None:
@@ -86,7 +87,8 @@ class Decision:
         sees = (
             ""
             if self.detectable is None
-            else f"; sees {percent_change(self.detectable)} {DETECT_POWER:.0%} of the time"
+            else f"; sees {percent_change(self.detectable, self.two_sided)} "
+            f"{DETECT_POWER:.0%} of the time"
         )
         return (
             f"{METHOD}: {self.n_current} start(s) vs {self.n_baseline} baseline starts{note}, "
@@ -354,6 +356,7 @@ def decide(
         min_effect,
         v.note,
         detectable_change(se, df, alpha, min_effect, direction),
+        direction not in ("higher", "lower"),
     )
 
 

@@ -32,7 +32,9 @@ def fixed(v: Any, digits: int = 2, missing: str = "-") -> str:
 __all__ = ["fixed", "number"]
 
 
-def percent_change(x: float) -> str:
+def percent_change(x: float, either_way: bool = False) -> str:
     """A signed relative change as a percentage: whole percents from 10 % up, one decimal below
-    (a count gated at tolerance 0 sees -0.5 %, which "-0%" would hide)."""
-    return f"{x:+.0%}" if abs(x) >= 0.1 else f"{x:+.1%}"
+    (a count gated at tolerance 0 sees -0.5 %, which "-0%" would hide); ``either_way``: a size
+    in both directions ("±2%", a check of direction "equal")."""
+    text = f"{x:+.0%}" if abs(x) >= 0.1 else f"{x:+.1%}"
+    return "±" + text[1:] if either_way else text

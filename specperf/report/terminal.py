@@ -164,7 +164,9 @@ def _delta(c: verdict.Check) -> str:
 def _sees(c: verdict.Check) -> str:
     """The change a statistical check flags 9 times in 10 (``Check.detectable``), e.g. "-12%"."""
     d = c.detectable
-    return "" if d is None or d != d else percent_change(d)
+    if d is None or d != d:
+        return ""
+    return percent_change(d, either_way=c.direction == "equal")
 
 
 SEES_LEGEND = (

@@ -159,7 +159,12 @@ def test_a_statistical_row_says_what_it_could_see_and_the_legend_explains_it():
             detectable=-0.214,
         ),
         row_check("a-native", "output_tokens", "pass", measured=10.0, baseline=10.0, delta=0.0),
-        row_check("a-native", "completed", "pass", measured=12.0, baseline=12.0, detectable=-0.005),
+        row_check(
+            "a-native", "completed", "pass", measured=12.0, direction="higher", detectable=-0.005
+        ),
+        row_check(
+            "a-native", "output_len", "pass", measured=9.0, direction="equal", detectable=0.02
+        ),
     ]
     lines = terminal.verdict_table(cs, width=80).splitlines()
     assert lines[0].split() == ["metric", "measured", "baseline", "delta", "sees", "verdict"]
@@ -169,6 +174,8 @@ def test_a_statistical_row_says_what_it_could_see_and_the_legend_explains_it():
     assert tokens.split()[-2:] == ["+0.0%", "PASS"]  # no test, no "sees"
     completed = next(x for x in lines if x.split()[:1] == ["completed"])
     assert completed.split()[-2:] == ["-0.5%", "PASS"]  # small changes keep a decimal
+    equal = next(x for x in lines if x.split()[:1] == ["output_len"])
+    assert equal.split()[-2:] == ["±2.0%", "PASS"]  # "equal": a size either way
     assert any(x.startswith("sees: the change in the bad direction") for x in lines)
     assert all(len(x) <= 80 for x in lines)
     assert "sees:" not in terminal.verdict_table(cs[1:2])

@@ -188,3 +188,5 @@ def test_a_decision_says_what_it_could_see():
     wide = stats.engine_wide([([99.0], BASE), ([98.0], BASE)], "higher", alpha=0.001)
     assert wide.detectable is not None and wide.detectable < -0.05
     assert stats.decide([1.0], [1.0, 1.0], "higher").detectable is None  # not decided
+    both = stats.decide([100.0], BASE, "equal", min_effect=0.05, alpha=0.001)
+    assert both.two_sided and both.detectable > 0 and "sees ±" in both.describe()
