@@ -29,12 +29,12 @@ def fixed(v: Any, digits: int = 2, missing: str = "-") -> str:
     return str(v)
 
 
-__all__ = ["fixed", "number"]
-
-
 def percent_change(x: float, either_way: bool = False) -> str:
     """A signed relative change as a percentage: whole percents from 10 % up, one decimal below
     (a count gated at tolerance 0 sees -0.5 %, which "-0%" would hide); ``either_way``: a size
     in both directions ("±2%", a check of direction "equal")."""
     text = f"{x:+.0%}" if abs(x) >= 0.1 else f"{x:+.1%}"
     return "±" + text[1:] if either_way else text
+
+
+__all__ = ["fixed", "number", "percent_change"]

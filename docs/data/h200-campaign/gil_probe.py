@@ -24,11 +24,11 @@ are both candidates: the per-request CPU of both threads is recorded to tell the
     python3 docs/data/h200-campaign/gil_probe.py --out $OUT [--variants native:default,native:sw05]
     python3 docs/data/h200-campaign/gil_probe.py --out $OUT --head <fitted head dir> --rounds 2 \
         --variants eagle3:default,eagle3:sw05,native:default,native:sw05   # session 14
+    python3 docs/data/h200-campaign/gil_probe.py --out /tmp/g --shapes tiny --device cpu  # dry run
 
 ``--head`` takes a head fitted by ``scripts/gpu_run.py --passes ""`` (its fit.json ``path``);
 the bench sends the suite's ``smoke`` tier, the prompts the head is fitted on. ``--rounds``
 repeats the variant list, so variants alternate on one host.
-    python3 docs/data/h200-campaign/gil_probe.py --out /tmp/g --shapes tiny --device cpu  # dry run
 """
 
 from __future__ import annotations
