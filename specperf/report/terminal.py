@@ -18,7 +18,7 @@ from specperf import verdict
 from specperf.errors import SpecperfError
 from specperf.report.compare import ordered, visible
 from specperf.report.load import read_jsonl
-from specperf.textfmt import number, percent_change
+from specperf.textfmt import number
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 40
@@ -47,8 +47,9 @@ def summary_table(
     report_paths: Sequence[Path | str] = (),
     include_pass: bool = False,
 ) -> str:
-    """Compact text: key, metric, measured, baseline, delta, verdict (the verdict module's
-    table, regressions first), the status counts and where the report is."""
+    """Compact text: key, metric, measured, baseline, delta, sees, verdict (the verdict module's
+    table, regressions first, with its "sees" legend), the status counts and where the report
+    is."""
     checks = list(checks) if checks is not None else recorded_checks(results_dir)
     shown = ordered(checks if include_pass else visible(checks))
     lines = ["specperf verdict: " + _counts(checks)]
@@ -69,7 +70,8 @@ def step_summary_markdown(
     report_paths: Sequence[Path | str] = (),
 ) -> str:
     """The markdown appended to the GitHub job summary: counts, the checks that need
-    attention (regressions first) and the headline speedups."""
+    attention (regressions first; the verdict module's columns, with the "sees" legend under
+    the table when a row has one) and the headline speedups."""
     from specperf.report.fmt import display
     from specperf.report.load import load_results
     from specperf.report.markdown import table_md
@@ -82,6 +84,9 @@ def step_summary_markdown(
         rows = verdict.table_rows(shown[:MAX_ROWS])
         df = pd.DataFrame(rows, columns=list(verdict.TABLE_COLUMNS))
         out += [table_md(df), ""]
+        legend = verdict.sees_legend(rows)
+        if legend:
+            out += [legend, ""]
         if len(shown) > MAX_ROWS:
             out += [f"… and {len(shown) - MAX_ROWS} more.", ""]
     try:
@@ -161,20 +166,6 @@ def _delta(c: verdict.Check) -> str:
     return "" if d is None or d != d or d in (float("inf"), float("-inf")) else f"{d:+.1%}"
 
 
-def _sees(c: verdict.Check) -> str:
-    """The change a statistical check flags 9 times in 10 (``Check.detectable``), e.g. "-12%"."""
-    d = c.detectable
-    if d is None or d != d:
-        return ""
-    return percent_change(d, either_way=c.direction == "equal")
-
-
-SEES_LEGEND = (
-    "sees: the change in the bad direction that check flags 9 times in 10 (its starts' spread, "
-    "its level, its minimum effect); a PASS rules out a regression that large, not a smaller one"
-)
-
-
 def _clip(text: str, width: int, *, left: bool = False) -> str:
     if len(text) <= width:
         return text
@@ -193,8 +184,9 @@ def verdict_table(
     failure first, then items with a check that was not evaluated; inside a block, failures
     and not-evaluated rows first, each non-passing row followed by its reason. Every line fits
     ``width`` columns (long ids are cut on the left, long reasons wrapped, then cut). The
-    "sees" column gives each statistical check's detectable change (``_sees``), explained by
-    a legend under the table when any row has one."""
+    "sees" column gives each statistical check's detectable change (``verdict.sees_cell``, as
+    in ``specperf verdict``'s table), explained by a legend under the table when any row has
+    one."""
     checks = list(checks)
     rows = [c for c in checks if include_pass or c.status != "pass"]
     if not rows:
@@ -222,7 +214,8 @@ def verdict_table(
         for c in sorted(groups[g], key=lambda c: (_rank(c.status), c.metric)):
             name = _metric_name(c)
             status = c.status.upper().replace("_", " ")
-            out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), _sees(c), status))
+            sees = verdict.sees_cell(c)
+            out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), sees, status))
             if c.status != "pass" and c.reason:
                 wrapped = textwrap.wrap(
                     " ".join(c.reason.split()),
@@ -232,6 +225,6 @@ def verdict_table(
                     break_on_hyphens=False,  # paths and keys stay whole where they fit
                 )
                 out += [f"      {w}" for w in wrapped]
-    if any(_sees(c) for c in rows):
-        out += ["", *textwrap.wrap(SEES_LEGEND, width=width)]
+    if any(verdict.sees_cell(c) for c in rows):
+        out += ["", *textwrap.wrap(verdict.SEES_LEGEND, width=width)]
     return "\n".join(out)

@@ -86,7 +86,15 @@ from specperf.verdict.spread import (
     config_spread,
     spread_peers,
 )
-from specperf.verdict.table import STATUS_ORDER, TABLE_COLUMNS, format_table, table_rows
+from specperf.verdict.table import (
+    SEES_LEGEND,
+    STATUS_ORDER,
+    TABLE_COLUMNS,
+    format_table,
+    sees_cell,
+    sees_legend,
+    table_rows,
+)
 
 __all__ = [
     "BOOTSTRAP_LEVEL",
@@ -97,6 +105,7 @@ __all__ = [
     "EPS",
     "LATENCY_PREFIXES",
     "REQUESTS",
+    "SEES_LEGEND",
     "STATUS_ORDER",
     "SUITE_SNAPSHOT",
     "SUMMARY",
@@ -135,6 +144,8 @@ __all__ = [
     "rules_from_snapshot",
     "run",
     "run_checks",
+    "sees_cell",
+    "sees_legend",
     "selected_from_snapshots",
     "spread_peers",
     "summary_counts",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import textwrap
+from collections.abc import Iterable, Sequence
 
 from specperf.textfmt import number as fmt
+from specperf.textfmt import percent_change
 from specperf.verdict.checks import Check
 
 STATUS_ORDER = {
@@ -17,7 +19,28 @@ STATUS_ORDER = {
     "info": 5,
     "pass": 6,
 }
-TABLE_COLUMNS = ("key", "metric", "measured", "baseline", "delta", "verdict")
+TABLE_COLUMNS = ("key", "metric", "measured", "baseline", "delta", "sees", "verdict")
+LEGEND_WIDTH = 100  # the legend under the plain-text table is wrapped to this many columns
+
+SEES_LEGEND = (
+    "sees: the change in the bad direction that check flags 9 times in 10 (its starts' spread, "
+    "its level, its minimum effect); a PASS rules out a regression that large, not a smaller one"
+)
+
+
+def sees_cell(c: Check) -> str:
+    """The change a statistical check flags 9 times in 10 (``Check.detectable``): "-22%", or
+    "±2.0%" for direction "equal"; empty when the check made no statistical test."""
+    d = c.detectable
+    if d is None or d != d:
+        return ""
+    return percent_change(d, either_way=c.direction == "equal")
+
+
+def sees_legend(rows: Sequence[Sequence[str]]) -> str | None:
+    """``SEES_LEGEND`` when a row of ``table_rows`` has a "sees" cell, else None."""
+    col = TABLE_COLUMNS.index("sees")
+    return SEES_LEGEND if any(r[col] for r in rows) else None
 
 
 def table_rows(checks: Iterable[Check], *, include_pass: bool = True) -> list[list[str]]:
@@ -32,6 +55,7 @@ def table_rows(checks: Iterable[Check], *, include_pass: bool = True) -> list[li
                 fmt(c.measured),
                 fmt(c.baseline),
                 "" if c.delta is None or math.isinf(c.delta) else f"{c.delta:+.1%}",
+                sees_cell(c),
                 c.status.upper().replace("_", " "),
             ]
         )
@@ -39,8 +63,9 @@ def table_rows(checks: Iterable[Check], *, include_pass: bool = True) -> list[li
 
 
 def format_table(checks: Iterable[Check], *, include_pass: bool = True, width: int = 60) -> str:
-    """The checks as a plain-text table (keys longer than ``width`` cut on the left), then the
-    reasons of the rows that were not judged (``reason_lines``)."""
+    """The checks as a plain-text table (keys longer than ``width`` cut on the left), the "sees"
+    legend when a row has one, then the reasons of the rows that were not judged
+    (``reason_lines``)."""
     from tabulate import tabulate
 
     checks = list(checks)
@@ -56,6 +81,9 @@ def format_table(checks: Iterable[Check], *, include_pass: bool = True, width: i
         disable_numparse=True,  # cells are formatted text already: keep them as they are
         stralign="left",
     )
+    legend = sees_legend(rows)
+    if legend:
+        table += "\n\n" + "\n".join(textwrap.wrap(legend, width=LEGEND_WIDTH))
     why = reason_lines(checks)
     return table + ("\n\nwhy:\n" + "\n".join(why) if why else "")
 

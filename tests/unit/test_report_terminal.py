@@ -26,7 +26,8 @@ def test_summary_table_lists_regressions_first_with_the_contract_columns(checks)
     text = terminal.summary_table(MAIN, checks, report_paths=["/r/report.md", "/r/report.html"])
     lines = text.splitlines()
     assert lines[0].startswith("specperf verdict: 3 fail, 6 xfail")
-    assert lines[1].split() == ["key", "metric", "measured", "baseline", "delta", "verdict"]
+    assert lines[1].split() == list(verdict.TABLE_COLUMNS)
+    assert "sees" in verdict.TABLE_COLUMNS
     first = lines[3]
     assert first.startswith(PLANTED) and first.rstrip().endswith("FAIL")
     assert "acceptance_rate" in first  # the worst drop (-17.7 %) comes first
@@ -52,6 +53,37 @@ def test_step_summary_is_appended_only_when_github_asks(tmp_path, checks):
     assert text.index(PLANTED) < text.index("Methods by mean speedup")
     assert "Report: `r.html`" in text
     assert terminal.write_step_summary(MAIN, checks, environ={}) is None
+
+
+def test_step_summary_table_says_what_each_check_could_see(tmp_path):
+    cs = [
+        verdict.Check(
+            "k/a", "tok/s", "fail", measured=80.0, baseline=100.0, delta=-0.2, detectable=-0.218
+        ),
+        verdict.Check(
+            "k/b",
+            "len",
+            "fail",
+            measured=12.0,
+            baseline=9.0,
+            delta=0.33,
+            direction="equal",
+            detectable=0.02,
+        ),
+        verdict.Check("k/c", "mal", "fail", measured=1.0, baseline=2.0, delta=-0.5),
+    ]
+    text = terminal.step_summary_markdown(tmp_path, cs)  # no runs: the verdict table alone
+    table = [x for x in text.splitlines() if x.startswith("|")]
+    header = [h.strip() for h in table[0].strip("|").split("|")]
+    assert header == ["key", "metric", "measured", "baseline", "delta", "sees", "verdict"]
+    sees = {
+        cells[0]: cells[header.index("sees")]
+        for cells in ([c.strip() for c in x.strip("|").split("|")] for x in table[2:])
+    }
+    assert sees == {"k/a": "-22%", "k/b": "±2.0%", "k/c": ""}
+    assert verdict.SEES_LEGEND in text.splitlines()
+    assert text.index(verdict.SEES_LEGEND) > text.index(table[-1])  # under the table
+    assert verdict.SEES_LEGEND not in terminal.step_summary_markdown(tmp_path, cs[2:])
 
 
 def test_session_summary_writes_the_report_and_the_step_summary(tmp_path, checks):

@@ -663,10 +663,58 @@ def test_table_orders_failures_first():
     ]
     table = vd.format_table(checks)
     lines = table.splitlines()
-    assert lines[0].split() == ["key", "metric", "measured", "baseline", "delta", "verdict"]
+    assert lines[0].split() == [
+        "key",
+        "metric",
+        "measured",
+        "baseline",
+        "delta",
+        "sees",
+        "verdict",
+    ]
     assert lines[2].split()[-1] == "FAIL" and lines[3].split()[-1] == "PASS"
     assert "-50.0%" in lines[2]
     assert "why:" not in table  # nothing left unjudged
+    assert "sees:" not in table  # no statistical check, no legend
+
+
+def test_table_says_what_each_statistical_check_could_see():
+    checks = [
+        vd.Check(
+            "a", "tok/s", "pass", measured=95.0, baseline=100.0, delta=-0.05, detectable=-0.218
+        ),
+        vd.Check(
+            "b",
+            "len",
+            "pass",
+            measured=9.0,
+            baseline=9.0,
+            delta=0.0,
+            direction="equal",
+            detectable=0.02,
+        ),
+        vd.Check("c", "mal", "pass", measured=2.0, baseline=2.0, delta=0.0),
+        vd.Check("d", "tok/s", "not_evaluated", reason="baseline starts from 2 pass(es) (runs)"),
+    ]
+    rows = {r[0]: dict(zip(vd.TABLE_COLUMNS, r, strict=True)) for r in vd.table_rows(checks)}
+    assert [rows[k]["sees"] for k in "abcd"] == ["-22%", "±2.0%", "", ""]
+    assert vd.TABLE_COLUMNS.index("sees") == vd.TABLE_COLUMNS.index("delta") + 1
+    text = vd.format_table(checks)
+    lines = text.splitlines()
+    row = next(x for x in lines if x.startswith("a "))
+    assert row.split()[-2:] == ["-22%", "PASS"]
+    equal = next(x for x in lines if x.startswith("b "))
+    assert equal.split()[-2:] == ["±2.0%", "PASS"]  # "equal": a size either way
+    plain = next(x for x in lines if x.startswith("c "))
+    assert plain.split()[-2:] == ["+0.0%", "PASS"]  # no test: the cell stays empty
+    assert plain[lines[0].index("sees") :].split() == ["PASS"]
+    # the legend sits under the table, before the reasons, and fits 100 columns
+    legend = text.split("\n\n")[1]
+    assert legend.startswith("sees: the change in the bad direction")
+    assert " ".join(legend.splitlines()) == vd.SEES_LEGEND
+    assert all(len(x) <= 100 for x in legend.splitlines())
+    assert text.index("sees:") < text.index("why:")
+    assert "sees:" not in vd.format_table(checks[2:])
 
 
 def test_table_says_why_a_row_was_not_judged():
