@@ -1,0 +1,294 @@
+"""Would a decode loop without generate()'s per-token host work make H200 starts alike? (issue 13)
+
+The transformers engine's native token takes ~9.4 ms on the H200 where reading the Qwen3-8B
+shape's weights takes ~3.4 ms: most of a token is host work (generate's Python loop and its
+per-token sync), and the host's speed wanders from minute to minute and host to host
+(docs/baselines.md, "H200 session 12"). That wander is what keeps a 10 % slowdown inside the
+noise. This probe measures, in fresh processes (one per start), the same greedy requests three
+ways, interleaved request by request:
+
+    generate  the engine's own path: GenerateBackend, static cache, compiled decode step
+              (check_fast_path as at engine start-up), one sync per token (the streamer)
+    loop1     the same compiled decode call driven by a bare loop: argmax on the device,
+              the token copied to pinned memory and waited for, every token (depth 1)
+    loop2     as loop1, but the next step is queued before the previous token is waited for
+              (depth 2): the GPU always has a step to run, so the host's speed only matters
+              when its per-step work exceeds the GPU's
+
+Per start and variant: decode tok/s (median over requests, tokens after the first over their
+time), the host's own time per step (call + argmax + bookkeeping, loop variants), and whether
+the loop's tokens equal generate's. The host probe (a fixed Python loop) runs before and after
+each start. If loop2's starts differ by ~1 % where generate's differ by 4 %, the engine's
+native path is worth rebuilding on it; if not, the host is not the noise.
+
+    python3 docs/data/h200-campaign/decode_probe.py --out $OUT --starts 4
+    python3 docs/data/h200-campaign/decode_probe.py --out /tmp/dp --shapes tiny --device cpu \
+        --starts 2 --requests 2 --tokens 16         # dry run of the probe itself (no compile)
+
+``--hog N`` adds one more start with N busy pure-Python processes beside it (a slow host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics as st
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+VARIANTS = ("generate", "loop1", "loop2")
+
+
+def _hog(stop_at: float) -> None:
+    x = 0
+    while time.monotonic() < stop_at:
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+
+
+def one_start(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from specperf.eagle3.sampling import Sampling
+    from specperf.eagle3.target import cache_kwarg
+    from specperf.engines.hf_generation import GenerateBackend, Request
+    from specperf.engines.hf_server import load_model
+
+    dev = torch.device(args.device)
+    t0 = time.monotonic()
+    model = load_model(args.model, torch.bfloat16, dev, True, 0)
+    loaded_s = time.monotonic() - t0
+    vocab = int(model.config.vocab_size)
+    gen = torch.Generator().manual_seed(7)
+    prompts = [
+        torch.randint(3, min(vocab, 2048), (args.prompt_len,), generator=gen).tolist()
+        for _ in range(args.requests)
+    ]
+    backend = GenerateBackend(
+        model, {1}, 0, args.max_len, method="native", max_batch=1, static_cache=True
+    )
+    t0 = time.monotonic()
+    backend.check_fast_path(prompts[0], 16)
+    check_s = time.monotonic() - t0
+    compiled = getattr(model, "_compiled_call", None)
+    use_compiled = bool(backend.fast_path.get("compiled")) and compiled is not None
+    kw = cache_kwarg(model)
+    import inspect
+
+    takes_cache_position = "cache_position" in inspect.signature(model.forward).parameters
+    greedy = Sampling(temperature=0.0)
+
+    def run_generate(prompt: list[int]) -> tuple[list[int], list[float]]:
+        toks: list[int] = []
+        times: list[float] = []
+
+        def on_step(row: int, info: Any, reason: Any) -> None:
+            times.append(time.perf_counter())
+            toks.extend(info.tokens)
+
+        backend.generate([Request(prompt, args.tokens, greedy, ignore_eos=True)], on_step)
+        return toks, times
+
+    @torch.inference_mode()
+    def run_loop(prompt: list[int], depth: int) -> tuple[list[int], list[float], float]:
+        cache = backend._cache(1)  # the engine's static cache for batch 1, reset
+        ids = torch.tensor([prompt], device=dev)
+        n0 = len(prompt)
+        pos = torch.arange(n0, device=dev)[None]
+        extra = {"cache_position": pos[0]} if takes_cache_position else {}
+        out = model(input_ids=ids, position_ids=pos, use_cache=True, **{kw: cache}, **extra)
+        tok = out.logits[:, -1:].argmax(-1)
+        p = torch.full((1, 1), n0, device=dev, dtype=torch.long)
+        pinned = dev.type == "cuda"
+        host = [torch.empty((1, 1), dtype=torch.long, pin_memory=pinned) for _ in range(depth)]
+        events = [torch.cuda.Event() if pinned else None for _ in range(depth)]
+        toks = [int(tok.item())]
+        times = [time.perf_counter()]
+        pending: deque[int] = deque()
+        host_s = 0.0
+        fn = compiled if use_compiled else model
+        for i in range(args.tokens - 1):
+            h0 = time.perf_counter()
+            if use_compiled:
+                torch.compiler.cudagraph_mark_step_begin()
+            extra = {"cache_position": p[0]} if takes_cache_position else {}
+            o = fn(input_ids=tok, position_ids=p, use_cache=True, **{kw: cache}, **extra)
+            tok = o.logits[:, -1:].argmax(-1)  # a new tensor: the graph's output is reused
+            p = p + 1
+            slot = i % depth
+            host[slot].copy_(tok, non_blocking=pinned)
+            if events[slot] is not None:
+                events[slot].record()
+            pending.append(slot)
+            host_s += time.perf_counter() - h0
+            while len(pending) >= depth or (i == args.tokens - 2 and pending):
+                s = pending.popleft()
+                if events[s] is not None:
+                    events[s].synchronize()
+                toks.append(int(host[s][0, 0]))
+                times.append(time.perf_counter())
+        return toks, times, host_s / max(1, args.tokens - 1)
+
+    def rate(times: list[float]) -> float:
+        return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else float("nan")
+
+    # warm every variant once (loop graphs are recorded on first calls)
+    ref, _ = run_generate(prompts[0])
+    for d in (1, 2):
+        run_loop(prompts[0], d)
+    per: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    agree: dict[str, list[int | None]] = {"loop1": [], "loop2": []}
+    for prompt in prompts:
+        g_toks, g_times = run_generate(prompt)
+        per["generate"].append({"tok_s": rate(g_times)})
+        for d, name in ((1, "loop1"), (2, "loop2")):
+            l_toks, l_times, host_step = run_loop(prompt, d)
+            per[name].append({"tok_s": rate(l_times), "host_ms_per_step": host_step * 1e3})
+            pairs = enumerate(zip(g_toks, l_toks, strict=False))
+            diff = next((i for i, (a, b) in pairs if a != b), None)
+            agree[name].append(diff)
+    summary = {}
+    for v, rows in per.items():
+        rates = [r["tok_s"] for r in rows]
+        summary[v] = {
+            "tok_s_median": st.median(rates),
+            "tok_s": [round(x, 2) for x in rates],
+            **(
+                {"host_ms_per_step_median": st.median(r["host_ms_per_step"] for r in rows)}
+                if v != "generate"
+                else {}
+            ),
+        }
+    return {
+        "loaded_s": round(loaded_s, 1),
+        "check_fast_path_s": round(check_s, 1),
+        "fast_path": backend.fast_path,
+        "loop_compiled": use_compiled,
+        "takes_cache_position": takes_cache_position,
+        "first_difference_vs_generate": agree,
+        "variants": summary,
+        "ref_len": len(ref),
+    }
+
+
+def host_loop_ms() -> float:
+    from host_probe import python_loop_times_ms
+
+    return round(st.median(python_loop_times_ms(5)), 1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--starts", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=6)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--max-len", type=int, default=1024)
+    ap.add_argument("--shapes", choices=("qwen3-8b", "tiny"), default="qwen3-8b")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--hog", type=int, default=0, help="one more start beside N busy processes")
+    ap.add_argument("--budget-s", type=float, default=520.0)
+    ap.add_argument("--one-start", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one_start:
+        print("RESULT " + json.dumps(one_start(args)), flush=True)
+        return 0
+    t_end = time.monotonic() + args.budget_s
+    args.out.mkdir(parents=True, exist_ok=True)
+    from gpu_run import build_models
+
+    models = build_models(args.out / "models", args.shapes)
+    model = models["qwen3-8b-shape"]
+    plan = [0] * args.starts + ([args.hog] if args.hog else [])
+    rows = []
+    for i, hog in enumerate(plan):
+        if time.monotonic() > t_end - 60:
+            print(f"start {i}: skipped, budget", flush=True)
+            break
+        before = host_loop_ms()
+        hogs = []
+        if hog:
+            stop_at = time.monotonic() + max(30.0, t_end - time.monotonic() - 20)
+            hogs = [multiprocessing.Process(target=_hog, args=(stop_at,)) for _ in range(hog)]
+            for h in hogs:
+                h.start()
+        cmd = [sys.executable, __file__, "--one-start", "--model", model, "--out", str(args.out)]
+        for flag in ("requests", "tokens", "prompt_len", "max_len", "device"):
+            cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=max(10.0, t_end - time.monotonic() - 10),
+                env={**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+            )
+            text = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            text = f"timeout: {exc}"
+        finally:
+            for h in hogs:
+                h.terminate()
+        (args.out / f"start{i}.log").write_text(text)
+        line = next((ln for ln in text.splitlines() if ln.startswith("RESULT ")), None)
+        row: dict[str, Any] = {"start": i, "hog": hog, "wall_s": round(time.monotonic() - t0, 1)}
+        row["host_loop_ms"] = [before, host_loop_ms()]
+        if line is None:
+            row["error"] = text[-600:]
+        else:
+            row.update(json.loads(line[len("RESULT ") :]))
+        rows.append(row)
+        (args.out / "decode_probe.json").write_text(json.dumps(rows, indent=1) + "\n")
+        vs = row.get("variants", {})
+        print(
+            f"start {i} hog {hog} wall {row['wall_s']}s host loop {row['host_loop_ms']} ms: "
+            + "  ".join(f"{v} {vs[v]['tok_s_median']:.1f}" for v in vs)
+            + (f"  ERROR {row['error'][-300:]}" if "error" in row else ""),
+            flush=True,
+        )
+    print_table(rows)
+    return 0
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    import math
+
+    print("\nvariant   starts  tok/s per start                      sd of log  host ms/step")
+    for v in VARIANTS:
+        vals = [r["variants"][v]["tok_s_median"] for r in rows if "variants" in r and not r["hog"]]
+        if not vals:
+            continue
+        logs = [math.log(x) for x in vals]
+        sd = st.stdev(logs) * 100 if len(logs) > 1 else float("nan")
+        host = [
+            r["variants"][v].get("host_ms_per_step_median")
+            for r in rows
+            if "variants" in r and not r["hog"]
+        ]
+        host_txt = ", ".join(f"{h:.2f}" for h in host if h is not None)
+        per_start = ", ".join(f"{x:.1f}" for x in vals)
+        print(f"{v:9} {len(vals):6}  {per_start:36} {sd:8.2f}%  {host_txt}")
+    for r in rows:
+        if r.get("hog") and "variants" in r:
+            vs = r["variants"]
+            print(
+                f"with {r['hog']} busy processes: "
+                + ", ".join(f"{v} {vs[v]['tok_s_median']:.1f}" for v in VARIANTS if v in vs)
+            )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
