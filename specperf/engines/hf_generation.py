@@ -29,8 +29,10 @@ import torch
 from specperf.eagle3.sampling import Sampling, TokenSampler
 from specperf.eagle3.speculate import Eagle3Speculator, StepInfo
 from specperf.eagle3.target import TargetRunner, cache_kwarg, new_cache
+from specperf.engines.hf_decode_loop import DecodeLoop, stream_one
 
 SPECULATIVE = ("eagle3", "draft_model", "ngram")
+DECODE_LOOP_MODES = ("off", "auto", "on")  # GenerateBackend's decode_loop (native, batch 1)
 METHODS = ("native", *SPECULATIVE)
 
 
@@ -389,9 +391,15 @@ class GenerateBackend(Backend):
         max_batch: int = 8,
         static_cache: bool = False,
         compile_mode: str = "auto",
+        decode_loop: str = "off",
     ) -> None:
         super().__init__(model, eos_ids, pad_id, max_len)
         self.method = method
+        if decode_loop not in DECODE_LOOP_MODES:
+            raise ValueError(f"decode_loop {decode_loop!r}: one of {', '.join(DECODE_LOOP_MODES)}")
+        self.decode_loop = decode_loop
+        self.loop: DecodeLoop | None = None  # set by check_fast_path when accepted
+        self._eager_probe: tuple[list, list] | None = None
         self.k = k
         self.draft = draft
         self.ngram_max = ngram_max or 2
@@ -406,6 +414,10 @@ class GenerateBackend(Backend):
         self.base_config = base
         # the checkpoint's defaults must not fill in anything (see neutral_generation_config)
         model.generation_config = copy.deepcopy(base)
+        # generate() fills every None of the config it is given from the model's own (transformers
+        # 5, _prepare_generation_config): a request with ignore_eos (eos None) stopped at EOS
+        # anyway. Every call passes a complete config that names its EOS, so the model's has none.
+        model.generation_config.eos_token_id = None
         if method != "native":
             self.counter.install(model)
         if method == "draft_model":
@@ -486,6 +498,12 @@ class GenerateBackend(Backend):
                 on_step(r, StepInfo(tokens=[], drafted=0, accepted=0), "length")
 
     def run(self, reqs: Sequence[Request], on_step: OnStep) -> None:
+        req = reqs[0]
+        if self.loop is not None and len(reqs) == 1 and req.sampling.greedy:
+            stop = set() if req.ignore_eos else self.eos
+            gone = req.cancelled.is_set
+            stream_one(self.loop, req.prompt_ids, req.max_tokens, stop, on_step, gone)
+            return
         self.generate(reqs, on_step)
 
     def check_fast_path(self, prompt: list[int], tokens: int) -> None:
@@ -495,6 +513,11 @@ class GenerateBackend(Backend):
         logits are compared with an fp32 forward of the same prefix (``accept_compiled``). On
         a random-weight model near-tied logits make token equality flip on bf16 rounding, so
         tokens alone cannot decide."""
+        self._eager_probe = None
+        self._check_compiled(prompt, tokens)
+        self._check_decode_loop(prompt, tokens)
+
+    def _check_compiled(self, prompt: list[int], tokens: int) -> None:
         if not (self.static_cache and self.device.type == "cuda") or self.compile_mode == "off":
             self.disable_compile = True
             self.fast_path = {"compiled": False, "reason": "eager: not CUDA + static cache"}
@@ -502,6 +525,7 @@ class GenerateBackend(Backend):
         started = time.monotonic()
         try:
             eager_t, eager_l = self._probe(prompt, tokens, compiled=False)
+            self._eager_probe = (eager_t, eager_l)
             comp_t, comp_l = self._probe(prompt, tokens, compiled=True)
             self._probe(prompt, tokens, compiled=True)  # graphs recorded
             compile_s = time.monotonic() - started
@@ -529,6 +553,54 @@ class GenerateBackend(Backend):
         }
         if not ok:
             self.notes.append(f"native decode runs eager: {self.fast_path['reason']}")
+
+    def _check_decode_loop(self, prompt: list[int], tokens: int) -> None:
+        """Native greedy requests of batch 1 go through ``DecodeLoop`` (no per-token host
+        work of ``generate``; specperf.engines.hf_decode_loop says why) when ``decode_loop`` is
+        "on", or "auto" with the compiled step accepted — and only if its logits are as close
+        to an fp32 forward as eager's, up to its first token that differs from eager's."""
+        compiled = bool(self.fast_path.get("compiled"))
+        wanted = self.decode_loop == "on" or (self.decode_loop == "auto" and compiled)
+        if self.method != "native" or not wanted:
+            why = "not asked for" if self.decode_loop != "auto" else "no compiled decode step"
+            self.fast_path["decode_loop"] = {"used": False, "reason": why}
+            return
+        step = self.model.get_compiled_call(None) if compiled else None
+        loop = DecodeLoop(self.model, lambda: self._cache(1), step)
+        try:
+            eager_t, eager_l = self._eager_probe or self._probe(prompt, tokens, compiled=False)
+            loop.run(prompt, tokens, set(), lambda t: True)  # records its graphs
+            loop_t: list[int] = []
+
+            def keep(t: int) -> bool:
+                loop_t.append(t)
+                return True
+
+            loop_l = loop.run(prompt, tokens, set(), keep, keep_logits=True)
+            diff = first_difference(eager_t, loop_t)
+            upto = min(len(eager_l), len(loop_l), len(eager_t) if diff is None else diff + 1)
+            ref_l = self._reference_logits(prompt, eager_t[: upto - 1], upto)
+            err_e = max(logit_rms(ref_l[i], eager_l[i]) for i in range(upto))
+            err_l = max(logit_rms(ref_l[i], loop_l[i]) for i in range(upto))
+        except Exception as exc:  # the loop is an optimisation: generate() still works
+            reason = f"check failed: {exc!r}"[:500]
+            self.fast_path["decode_loop"] = {"used": False, "reason": reason}
+            self.notes.append(f"native decode runs through generate(): {reason}")
+            return
+        ok = accept_compiled(err_e, err_l)
+        self.loop = loop if ok else None
+        self.fast_path["decode_loop"] = {
+            "used": ok,
+            "depth": loop.depth,
+            "compiled_step": step is not None,
+            "check": "greedy probe; logits vs fp32 up to the first token differing from eager",
+            "first_difference": diff,
+            "error_eager": round(err_e, 5),
+            "error_loop": round(err_l, 5),
+            **({} if ok else {"reason": f"loop error {err_l:.3g} vs eager {err_e:.3g}"}),
+        }
+        if not ok:
+            self.notes.append(f"native decode runs through generate(): loop error {err_l:.3g}")
 
     @torch.inference_mode()
     def _reference_logits(self, prompt: list[int], cont: list[int], n: int) -> list:

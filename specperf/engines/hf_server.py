@@ -37,6 +37,7 @@ from specperf.eagle3.sampling import Sampling
 from specperf.eagle3.speculate import StepInfo
 from specperf.eagle3.target import eos_token_ids
 from specperf.engines.hf_generation import (
+    DECODE_LOOP_MODES,
     METHODS,
     SPECULATIVE,
     Backend,
@@ -468,6 +469,7 @@ def build_backend(args: argparse.Namespace, tokenizer: Any) -> tuple[Backend, di
             max_batch=args.max_batch_size,
             static_cache=static,
             compile_mode=args.compile,
+            decode_loop=args.decode_loop,
         )
     loaded.update(
         {
@@ -511,6 +513,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-batch-size", type=int, default=8)
     ap.add_argument("--cache", choices=("auto", "static", "dynamic"), default="auto")
     ap.add_argument("--compile", choices=("auto", "off"), default="auto")
+    ap.add_argument(
+        "--decode-loop",
+        choices=DECODE_LOOP_MODES,
+        default="off",
+        help="native greedy batch-1 requests without generate()'s per-token host work "
+        "(auto: where the compiled decode step is used; specperf.engines.hf_decode_loop)",
+    )
     ap.add_argument("--random-weights", action="store_true", help="random target from config")
     ap.add_argument("--draft-random-weights", action="store_true")
     ap.add_argument("--seed", type=int, default=0)

@@ -10,7 +10,8 @@ Methods: ``native`` (batched ``generate``), ``draft_model`` (transformers' assis
 methods run at batch size 1; ``check_workload`` raises ``UnsupportedError`` for concurrency > 1
 so the suite can report a skip with that reason.
 
-EngineSpec options (``spec.options``): device (auto|cpu|cuda), compile (auto|off), cache
+EngineSpec options (``spec.options``): device (auto|cpu|cuda), compile (auto|off), decode_loop
+(off|auto|on: native greedy batch-1 requests without generate()'s per-token host work), cache
 (auto|static|dynamic), random_weights / draft_random_weights (random weights from config.json,
 for real model shapes without checkpoints), seed, threads, max_batch_size, probe_tokens,
 phase_timing (EAGLE3's draft/verify seconds; on by default, CUDA events, no extra host sync).
@@ -198,6 +199,7 @@ def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
     for opt, flag in (
         ("device", "--device"),
         ("compile", "--compile"),
+        ("decode_loop", "--decode-loop"),
         ("cache", "--cache"),
         ("seed", "--seed"),
         ("max_batch_size", "--max-batch-size"),

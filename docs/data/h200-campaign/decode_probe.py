@@ -16,8 +16,8 @@ ways, interleaved request by request:
               when its per-step work exceeds the GPU's
 
 Per start and variant: decode tok/s (median over requests, tokens after the first over their
-time), the host's own time per step (call + argmax + bookkeeping, loop variants), and whether
-the loop's tokens equal generate's. The host probe (a fixed Python loop) runs before and after
+time), whether the loop's tokens equal generate's, and the engine's own start-up check of the
+loop (``fast_path.decode_loop``). loop1 and loop2 are the engine's DecodeLoop at depth 1 and 2. The host probe (a fixed Python loop) runs before and after
 each start. If loop2's starts differ by ~1 % where generate's differ by 4 %, the engine's
 native path is worth rebuilding on it; if not, the host is not the noise.
 
@@ -38,7 +38,6 @@ import statistics as st
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,7 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from specperf.eagle3.sampling import Sampling
-    from specperf.eagle3.target import cache_kwarg
+    from specperf.engines.hf_decode_loop import DecodeLoop
     from specperf.engines.hf_generation import GenerateBackend, Request
     from specperf.engines.hf_server import load_model
 
@@ -75,17 +74,19 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.requests)
     ]
     backend = GenerateBackend(
-        model, {1}, 0, args.max_len, method="native", max_batch=1, static_cache=True
+        model,
+        {1},
+        0,
+        args.max_len,
+        method="native",
+        max_batch=1,
+        static_cache=True,
+        decode_loop="auto",  # the engine's own check of the loop, recorded in fast_path
     )
     t0 = time.monotonic()
     backend.check_fast_path(prompts[0], 16)
     check_s = time.monotonic() - t0
-    compiled = getattr(model, "_compiled_call", None)
-    use_compiled = bool(backend.fast_path.get("compiled")) and compiled is not None
-    kw = cache_kwarg(model)
-    import inspect
-
-    takes_cache_position = "cache_position" in inspect.signature(model.forward).parameters
+    use_compiled = bool(backend.fast_path.get("compiled"))
     greedy = Sampling(temperature=0.0)
 
     def run_generate(prompt: list[int]) -> tuple[list[int], list[float]]:
@@ -99,45 +100,20 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
         backend.generate([Request(prompt, args.tokens, greedy, ignore_eos=True)], on_step)
         return toks, times
 
-    @torch.inference_mode()
-    def run_loop(prompt: list[int], depth: int) -> tuple[list[int], list[float], float]:
-        cache = backend._cache(1)  # the engine's static cache for batch 1, reset
-        ids = torch.tensor([prompt], device=dev)
-        n0 = len(prompt)
-        pos = torch.arange(n0, device=dev)[None]
-        extra = {"cache_position": pos[0]} if takes_cache_position else {}
-        out = model(input_ids=ids, position_ids=pos, use_cache=True, **{kw: cache}, **extra)
-        tok = out.logits[:, -1:].argmax(-1)
-        p = torch.full((1, 1), n0, device=dev, dtype=torch.long)
-        pinned = dev.type == "cuda"
-        host = [torch.empty((1, 1), dtype=torch.long, pin_memory=pinned) for _ in range(depth)]
-        events = [torch.cuda.Event() if pinned else None for _ in range(depth)]
-        toks = [int(tok.item())]
-        times = [time.perf_counter()]
-        pending: deque[int] = deque()
-        host_s = 0.0
-        fn = compiled if use_compiled else model
-        for i in range(args.tokens - 1):
-            h0 = time.perf_counter()
-            if use_compiled:
-                torch.compiler.cudagraph_mark_step_begin()
-            extra = {"cache_position": p[0]} if takes_cache_position else {}
-            o = fn(input_ids=tok, position_ids=p, use_cache=True, **{kw: cache}, **extra)
-            tok = o.logits[:, -1:].argmax(-1)  # a new tensor: the graph's output is reused
-            p = p + 1
-            slot = i % depth
-            host[slot].copy_(tok, non_blocking=pinned)
-            if events[slot] is not None:
-                events[slot].record()
-            pending.append(slot)
-            host_s += time.perf_counter() - h0
-            while len(pending) >= depth or (i == args.tokens - 2 and pending):
-                s = pending.popleft()
-                if events[s] is not None:
-                    events[s].synchronize()
-                toks.append(int(host[s][0, 0]))
-                times.append(time.perf_counter())
-        return toks, times, host_s / max(1, args.tokens - 1)
+    step = model.get_compiled_call(None) if use_compiled else None
+    loops = {d: DecodeLoop(model, lambda: backend._cache(1), step, depth=d) for d in (1, 2)}
+
+    def run_loop(prompt: list[int], depth: int) -> tuple[list[int], list[float]]:
+        toks: list[int] = []
+        times: list[float] = []
+
+        def on_token(t: int) -> bool:
+            times.append(time.perf_counter())
+            toks.append(t)
+            return True
+
+        loops[depth].run(prompt, args.tokens, set(), on_token)
+        return toks, times
 
     def rate(times: list[float]) -> float:
         return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else float("nan")
@@ -152,8 +128,8 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
         g_toks, g_times = run_generate(prompt)
         per["generate"].append({"tok_s": rate(g_times)})
         for d, name in ((1, "loop1"), (2, "loop2")):
-            l_toks, l_times, host_step = run_loop(prompt, d)
-            per[name].append({"tok_s": rate(l_times), "host_ms_per_step": host_step * 1e3})
+            l_toks, l_times = run_loop(prompt, d)
+            per[name].append({"tok_s": rate(l_times)})
             pairs = enumerate(zip(g_toks, l_toks, strict=False))
             diff = next((i for i, (a, b) in pairs if a != b), None)
             agree[name].append(diff)
@@ -163,18 +139,12 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
         summary[v] = {
             "tok_s_median": st.median(rates),
             "tok_s": [round(x, 2) for x in rates],
-            **(
-                {"host_ms_per_step_median": st.median(r["host_ms_per_step"] for r in rows)}
-                if v != "generate"
-                else {}
-            ),
         }
     return {
         "loaded_s": round(loaded_s, 1),
         "check_fast_path_s": round(check_s, 1),
         "fast_path": backend.fast_path,
         "loop_compiled": use_compiled,
-        "takes_cache_position": takes_cache_position,
         "first_difference_vs_generate": agree,
         "variants": summary,
         "ref_len": len(ref),
@@ -266,21 +236,15 @@ def main() -> int:
 def print_table(rows: list[dict[str, Any]]) -> None:
     import math
 
-    print("\nvariant   starts  tok/s per start                      sd of log  host ms/step")
+    print("\nvariant   starts  tok/s per start                      sd of log")
     for v in VARIANTS:
         vals = [r["variants"][v]["tok_s_median"] for r in rows if "variants" in r and not r["hog"]]
         if not vals:
             continue
         logs = [math.log(x) for x in vals]
         sd = st.stdev(logs) * 100 if len(logs) > 1 else float("nan")
-        host = [
-            r["variants"][v].get("host_ms_per_step_median")
-            for r in rows
-            if "variants" in r and not r["hog"]
-        ]
-        host_txt = ", ".join(f"{h:.2f}" for h in host if h is not None)
         per_start = ", ".join(f"{x:.1f}" for x in vals)
-        print(f"{v:9} {len(vals):6}  {per_start:36} {sd:8.2f}%  {host_txt}")
+        print(f"{v:9} {len(vals):6}  {per_start:36} {sd:8.2f}%")
     for r in rows:
         if r.get("hog") and "variants" in r:
             vs = r["variants"]
