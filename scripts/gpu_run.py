@@ -579,7 +579,10 @@ def markdown(report: dict[str, Any]) -> str:
             def n(v: Any, fmt: str = ".1f") -> str:
                 return "-" if v is None else format(v, fmt)
 
-            fp = "compiled" if (f.get("fast_path") or {}).get("compiled") else "eager"
+            fast = f.get("fast_path") or {}
+            fp = "compiled" if fast.get("compiled") else "eager"
+            if (fast.get("decode_loop") or {}).get("used"):
+                fp += " + loop"
             draft, verify = f.get("draft_ms_per_step"), f.get("verify_ms_per_step")
             lines.append(
                 f"| {item} | {n(f['output_tok_s'])} | {n(f['tpot_ms_p50'], '.2f')} "
@@ -620,10 +623,11 @@ def main() -> int:
     ap.add_argument("--pass-timeout", type=float, default=3600.0, help="seconds per pass")
     ap.add_argument(
         "--eagle3-head",
-        choices=("fitted", "random"),
+        choices=("fitted", "random", "none"),
         default="fitted",
         help="fitted: fit (or reuse) the head for the random target; random: a random head under "
-        "the fitted head's identity (a deliberate regression: the MAL gate must fail)",
+        "the fitted head's identity (a deliberate regression: the MAL gate must fail); none: no "
+        "head, for passes without EAGLE3 (-- --engine transformers-loop, or --method native)",
     )
     ap.add_argument("--fit-timeout", type=float, default=900.0, help="seconds for the head fit")
     ap.add_argument(
@@ -652,7 +656,11 @@ def main() -> int:
     print(f"models: {models} ({time.monotonic() - t0:.1f}s)", flush=True)
     if args.budget_s:
         args.fit_timeout = min(args.fit_timeout, args.budget_s - 60 - (time.monotonic() - t0))
-    head = prepare_eagle3_head(args, models_dir)
+    if args.eagle3_head == "none":
+        head: dict[str, Any] = {"skipped": "--eagle3-head none"}
+        print("EAGLE3 head: none (no fit); an eagle3 item in this pass cannot start", flush=True)
+    else:
+        head = prepare_eagle3_head(args, models_dir)
     import torch
     import transformers
 
