@@ -138,3 +138,17 @@ def test_check_refuses_a_loop_with_wrong_positions(model, monkeypatch) -> None:
 def test_an_unknown_mode_is_a_clear_error(model) -> None:
     with pytest.raises(ValueError, match="decode_loop 'fast'"):
         GenerateBackend(model, {1}, 0, 256, decode_loop="fast")
+
+
+def test_the_option_reaches_the_server_and_its_parser() -> None:
+    from specperf.engines.base import Devices, EngineSpec
+    from specperf.engines.hf_server import parse_args
+    from specperf.engines.transformers import build_command
+
+    spec = EngineSpec(kind="transformers", label="hf", model="/m", options={"decode_loop": "auto"})
+    cmd = build_command(spec, 8000, Devices())
+    assert cmd[cmd.index("--decode-loop") + 1] == "auto"
+    assert parse_args(cmd[3:]).decode_loop == "auto"
+    assert parse_args(["--model", "/m", "--port", "1"]).decode_loop == "off"
+    with pytest.raises(SystemExit):
+        parse_args(["--model", "/m", "--port", "1", "--decode-loop", "fast"])

@@ -17,9 +17,11 @@ ways, interleaved request by request:
 
 Per start and variant: decode tok/s (median over requests, tokens after the first over their
 time), whether the loop's tokens equal generate's, and the engine's own start-up check of the
-loop (``fast_path.decode_loop``). loop1 and loop2 are the engine's DecodeLoop at depth 1 and 2. The host probe (a fixed Python loop) runs before and after
-each start. If loop2's starts differ by ~1 % where generate's differ by 4 %, the engine's
-native path is worth rebuilding on it; if not, the host is not the noise.
+loop (``fast_path.decode_loop``). loop1 and loop2 are the engine's DecodeLoop at depth 1 and 2;
+graph (an experiment, GraphLoop below) captures the whole step in one CUDA graph. The host
+probe (a fixed Python loop) runs before and after each start. If loop2's starts differ by ~1 %
+where generate's differ by 4 %, the engine's native path is worth rebuilding on it; if not,
+the host is not the noise.
 
     python3 docs/data/h200-campaign/decode_probe.py --out $OUT --starts 4
     python3 docs/data/h200-campaign/decode_probe.py --out /tmp/dp --shapes tiny --device cpu \
@@ -46,7 +48,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-VARIANTS = ("generate", "loop1", "loop2")
+VARIANTS = ("generate", "loop1", "loop2", "graph")
 
 
 def _hog(stop_at: float) -> None:
@@ -115,6 +117,20 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
         loops[depth].run(prompt, args.tokens, set(), on_token)
         return toks, times
 
+    graph = GraphLoop(model, lambda: backend._cache(1)) if dev.type == "cuda" else None
+    graph_error: str | None = None
+
+    def run_graph(prompt: list[int]) -> tuple[list[int], list[float]]:
+        toks: list[int] = []
+        times: list[float] = []
+
+        def on_token(t: int) -> None:
+            times.append(time.perf_counter())
+            toks.append(t)
+
+        graph.run(prompt, args.tokens, on_token)
+        return toks, times
+
     def rate(times: list[float]) -> float:
         return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else float("nan")
 
@@ -122,8 +138,13 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
     ref, _ = run_generate(prompts[0])
     for d in (1, 2):
         run_loop(prompts[0], d)
+    if graph is not None:
+        try:
+            run_graph(prompts[0])
+        except Exception as exc:  # an experiment: record why it cannot capture
+            graph_error, graph = repr(exc)[:800], None
     per: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
-    agree: dict[str, list[int | None]] = {"loop1": [], "loop2": []}
+    agree: dict[str, list[int | None]] = {"loop1": [], "loop2": [], "graph": []}
     for prompt in prompts:
         g_toks, g_times = run_generate(prompt)
         per["generate"].append({"tok_s": rate(g_times)})
@@ -133,8 +154,15 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
             pairs = enumerate(zip(g_toks, l_toks, strict=False))
             diff = next((i for i, (a, b) in pairs if a != b), None)
             agree[name].append(diff)
+        if graph is not None:
+            l_toks, l_times = run_graph(prompt)
+            per["graph"].append({"tok_s": rate(l_times)})
+            pairs = enumerate(zip(g_toks, l_toks, strict=False))
+            agree["graph"].append(next((i for i, (a, b) in pairs if a != b), None))
     summary = {}
     for v, rows in per.items():
+        if not rows:
+            continue
         rates = [r["tok_s"] for r in rows]
         summary[v] = {
             "tok_s_median": st.median(rates),
@@ -147,8 +175,92 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
         "loop_compiled": use_compiled,
         "first_difference_vs_generate": agree,
         "variants": summary,
+        "graph_error": graph_error,
         "ref_len": len(ref),
     }
+
+
+class GraphLoop:
+    """EXPERIMENT: the whole eager decode step (forward, argmax, next position) captured in one
+    CUDA graph and replayed, the next replay queued before the host waits for a token: host work
+    per token is a replay launch and a copy, so the GPU should set the pace (~3.4 ms a token)."""
+
+    def __init__(self, model: Any, cache: Any) -> None:
+        import inspect
+
+        import torch
+
+        from specperf.eagle3.target import cache_kwarg
+
+        self.model, self.cache_fn, self.torch = model, cache, torch
+        dev = next(model.parameters()).device
+        self.tok = torch.zeros((1, 1), dtype=torch.long, device=dev)
+        self.pos = torch.zeros((1, 1), dtype=torch.long, device=dev)
+        self.kw = cache_kwarg(model)
+        self.cp = "cache_position" in inspect.signature(model.forward).parameters
+        self.graph = None
+        self.cache = None
+
+    def _body(self) -> None:
+        extra = {"cache_position": self.pos[0]} if self.cp else {}
+        o = self.model(
+            input_ids=self.tok,
+            position_ids=self.pos,
+            use_cache=True,
+            **{self.kw: self.cache},
+            **extra,
+        )
+        self.tok.copy_(o.logits[:, -1:].argmax(-1))
+        self.pos.add_(1)
+
+    def run(self, prompt: list[int], n: int, on_token: Any) -> None:
+        torch = self.torch
+        with torch.inference_mode():
+            cache = self.cache_fn()
+            if self.cache is not None and cache is not self.cache:
+                raise RuntimeError("the static cache object changed: the graph holds the old one")
+            self.cache = cache
+            dev = self.tok.device
+            n0 = len(prompt)
+            pos = torch.arange(n0, device=dev)[None]
+            extra = {"cache_position": pos[0]} if self.cp else {}
+            out = self.model(
+                input_ids=torch.tensor([prompt], device=dev),
+                position_ids=pos,
+                use_cache=True,
+                **{self.kw: cache},
+                **extra,
+            )
+            self.tok.copy_(out.logits[:, -1:].argmax(-1))
+            self.pos.fill_(n0)
+            on_token(int(self.tok.item()))
+            left = n - 1
+            if self.graph is None:  # warm on a side stream (real steps), then capture
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for _ in range(3):
+                        self._body()
+                        on_token(int(self.tok.item()))
+                        left -= 1
+                torch.cuda.current_stream().wait_stream(side)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    self._body()
+                self.graph = g
+            slots = [torch.empty((1, 1), dtype=torch.long, pin_memory=True) for _ in range(2)]
+            events = [torch.cuda.Event() for _ in range(2)]
+            pending: list[int] = []
+            for i in range(left):
+                self.graph.replay()
+                slot = i % 2
+                slots[slot].copy_(self.tok, non_blocking=True)
+                events[slot].record()
+                pending.append(slot)
+                while pending and (len(pending) >= 2 or i == left - 1):
+                    sl = pending.pop(0)
+                    events[sl].synchronize()
+                    on_token(int(slots[sl][0, 0]))
 
 
 def host_loop_ms() -> float:
@@ -238,7 +350,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
     print("\nvariant   starts  tok/s per start                      sd of log")
     for v in VARIANTS:
-        vals = [r["variants"][v]["tok_s_median"] for r in rows if "variants" in r and not r["hog"]]
+        vals = [
+            r["variants"][v]["tok_s_median"]
+            for r in rows
+            if v in r.get("variants", {}) and not r["hog"]
+        ]
         if not vals:
             continue
         logs = [math.log(x) for x in vals]
