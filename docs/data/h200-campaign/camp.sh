@@ -13,7 +13,7 @@ mkdir -p /tmp/camp
 TP=
 throttle() {  # name share [match]; the report says the share each engine really lost (share_held)
   local args=(--share "$2" --mark specperf.engines.hf_server --duration 900 --report "/tmp/camp/$1.throttle.json")
-  [ -n "${3:-}" ] && args+=(--match "$3")
+  [ -n "${3:-}" ] && args+=("--match=$3")  # "=": a match may start with "--"
   python3 benchmarks/throttle_engine.py "${args[@]}" &
   TP=$!
 }
@@ -29,7 +29,9 @@ step() {  # name repeat [throttle share] [match] [reject q]
   [ -n "$reject" ] && envs=(PYTHONPATH="$PWD/tests/tools/reject_drafts:${PYTHONPATH:-}" SPECPERF_TEST_REJECT_DRAFTS="$reject"
     SPECPERF_TEST_REJECT_SEED="$(printf %s "$name" | cksum | cut -d' ' -f1)")
   python3 docs/data/h200-campaign/host_probe.py > /tmp/camp/$name.probe 2>&1
-  env "${envs[@]}" python3 scripts/gpu_run.py --out /tmp/camp/$name --work /tmp/camp/$name/work --passes "$pass" -- "${extra[@]}" > /tmp/camp/$name.log 2>&1
+  # CAMP_GPU_ARGS / CAMP_PYTEST_ARGS (word-split): e.g. "--eagle3-head none" and "--engine
+  # transformers-loop" for steps of the decode-loop item alone (session 15)
+  env "${envs[@]}" python3 scripts/gpu_run.py --out /tmp/camp/$name --work /tmp/camp/$name/work --passes "$pass" ${CAMP_GPU_ARGS:-} -- "${extra[@]}" ${CAMP_PYTEST_ARGS:-} > /tmp/camp/$name.log 2>&1
   local rc=$?
   unthrottle
   python3 docs/data/h200-campaign/host_probe.py >> /tmp/camp/$name.probe 2>&1
