@@ -59,14 +59,13 @@ class DecodeLoop:
         self,
         prompt: list[int],
         max_tokens: int,
-        stop_ids: set[int],
         on_token: Callable[[int], bool],
         keep_logits: bool = False,
     ) -> list[torch.Tensor]:
         """Decode up to ``max_tokens``; ``on_token(token)`` gets each token as it reaches the
-        host and returns False to stop (the caller's end: length, EOS, a cancelled client).
-        Generation also ends at a token in ``stop_ids``. Returns the fp32 logits of each token
-        when ``keep_logits`` (the start-up check), else []."""
+        host and returns False to stop (the caller decides every other end: EOS, a cancelled
+        client). Returns the fp32 logits of each token when ``keep_logits`` (the start-up
+        check), else []."""
         cache = self.cache()
         n0 = len(prompt)
         pos = torch.arange(n0, device=self.device)[None]
@@ -76,7 +75,7 @@ class DecodeLoop:
         logits = [last[0, 0].float()] if keep_logits else []
         tok = last.argmax(-1)
         first = int(tok.item())
-        if not on_token(first) or first in stop_ids or max_tokens <= 1:
+        if not on_token(first) or max_tokens <= 1:
             return logits
         on_device = self.device.type == "cuda"
         slots = [
@@ -107,8 +106,7 @@ class DecodeLoop:
                 ev = done[s]
                 if ev is not None:
                     ev.synchronize()
-                t = int(slots[s][0, 0])
-                if not on_token(t) or t in stop_ids:
+                if not on_token(int(slots[s][0, 0])):
                     return logits
         return logits
 
@@ -135,4 +133,4 @@ def stream_one(
         on_step(0, StepInfo(tokens=[t], drafted=0, accepted=0), reason)
         return reason is None
 
-    loop.run(prompt, max_tokens, stop_ids, on_token)
+    loop.run(prompt, max_tokens, on_token)

@@ -399,7 +399,6 @@ class GenerateBackend(Backend):
             raise ValueError(f"decode_loop {decode_loop!r}: one of {', '.join(DECODE_LOOP_MODES)}")
         self.decode_loop = decode_loop
         self.loop: DecodeLoop | None = None  # set by check_fast_path when accepted
-        self._eager_probe: tuple[list, list] | None = None
         self.k = k
         self.draft = draft
         self.ngram_max = ngram_max or 2
@@ -513,38 +512,48 @@ class GenerateBackend(Backend):
         logits are compared with an fp32 forward of the same prefix (``accept_compiled``). On
         a random-weight model near-tied logits make token equality flip on bf16 rounding, so
         tokens alone cannot decide."""
-        self._eager_probe = None
-        self._check_compiled(prompt, tokens)
-        self._check_decode_loop(prompt, tokens)
+        eager = self._check_compiled(prompt, tokens)
+        self._check_decode_loop(prompt, tokens, eager)
 
-    def _check_compiled(self, prompt: list[int], tokens: int) -> None:
+    def _errors_vs_fp32(
+        self, prompt: list[int], eager: tuple[list, list], other: tuple[list, list]
+    ) -> tuple[int | None, float, float]:
+        """(first differing token, eager's error, the other path's error): both paths' greedy
+        logits against an fp32 forward, at every step up to and including the first token where
+        the two differ (before it their inputs are equal)."""
+        (eager_t, eager_l), (other_t, other_l) = eager, other
+        diff = first_difference(eager_t, other_t)
+        upto = min(len(eager_l), len(other_l), len(eager_t) if diff is None else diff + 1)
+        ref_l = self._reference_logits(prompt, eager_t[: upto - 1], upto)
+        err_e = max(logit_rms(ref_l[i], eager_l[i]) for i in range(upto))
+        err_o = max(logit_rms(ref_l[i], other_l[i]) for i in range(upto))
+        return diff, err_e, err_o
+
+    def _check_compiled(self, prompt: list[int], tokens: int) -> tuple[list, list] | None:
+        """Sets ``fast_path`` and ``disable_compile``; returns the eager probe when it ran."""
         if not (self.static_cache and self.device.type == "cuda") or self.compile_mode == "off":
             self.disable_compile = True
             self.fast_path = {"compiled": False, "reason": "eager: not CUDA + static cache"}
-            return
+            return None
         started = time.monotonic()
+        eager = None
         try:
-            eager_t, eager_l = self._probe(prompt, tokens, compiled=False)
-            self._eager_probe = (eager_t, eager_l)
-            comp_t, comp_l = self._probe(prompt, tokens, compiled=True)
+            eager = self._probe(prompt, tokens, compiled=False)
+            comp = self._probe(prompt, tokens, compiled=True)
             self._probe(prompt, tokens, compiled=True)  # graphs recorded
             compile_s = time.monotonic() - started
-            diff = first_difference(eager_t, comp_t)
-            upto = min(len(eager_l), len(comp_l), len(eager_t) if diff is None else diff + 1)
-            ref_l = self._reference_logits(prompt, eager_t[: upto - 1], upto)
-            err_e = max(logit_rms(ref_l[i], eager_l[i]) for i in range(upto))
-            err_c = max(logit_rms(ref_l[i], comp_l[i]) for i in range(upto))
+            diff, err_e, err_c = self._errors_vs_fp32(prompt, eager, comp)
         except Exception as exc:  # a compile failure must not take the engine down
             self.disable_compile = True
             self.fast_path = {"compiled": False, "reason": f"check failed: {exc!r}"[:500]}
             self.notes.append(f"native decode runs eager: {self.fast_path['reason']}")
-            return
+            return eager
         ok = accept_compiled(err_e, err_c)
         self.disable_compile = not ok
         self.fast_path = {
             "compiled": ok,
             "check": "greedy probe; logits vs fp32 up to the first differing token",
-            "probe_tokens": len(eager_t),
+            "probe_tokens": len(eager[0]),
             "first_difference": diff,
             "error_eager": round(err_e, 5),
             "error_compiled": round(err_c, 5),
@@ -553,8 +562,11 @@ class GenerateBackend(Backend):
         }
         if not ok:
             self.notes.append(f"native decode runs eager: {self.fast_path['reason']}")
+        return eager
 
-    def _check_decode_loop(self, prompt: list[int], tokens: int) -> None:
+    def _check_decode_loop(
+        self, prompt: list[int], tokens: int, eager: tuple[list, list] | None
+    ) -> None:
         """Native greedy requests of batch 1 go through ``DecodeLoop`` (no per-token host
         work of ``generate``; specperf.engines.hf_decode_loop says why) when ``decode_loop`` is
         "on", or "auto" with the compiled step accepted — and only if its logits are as close
@@ -568,20 +580,16 @@ class GenerateBackend(Backend):
         step = self.model.get_compiled_call(None) if compiled else None
         loop = DecodeLoop(self.model, lambda: self._cache(1), step)
         try:
-            eager_t, eager_l = self._eager_probe or self._probe(prompt, tokens, compiled=False)
-            loop.run(prompt, tokens, set(), lambda t: True)  # records its graphs
+            eager = eager or self._probe(prompt, tokens, compiled=False)
+            loop.run(prompt, tokens, lambda t: True)  # records its graphs
             loop_t: list[int] = []
 
             def keep(t: int) -> bool:
                 loop_t.append(t)
                 return True
 
-            loop_l = loop.run(prompt, tokens, set(), keep, keep_logits=True)
-            diff = first_difference(eager_t, loop_t)
-            upto = min(len(eager_l), len(loop_l), len(eager_t) if diff is None else diff + 1)
-            ref_l = self._reference_logits(prompt, eager_t[: upto - 1], upto)
-            err_e = max(logit_rms(ref_l[i], eager_l[i]) for i in range(upto))
-            err_l = max(logit_rms(ref_l[i], loop_l[i]) for i in range(upto))
+            loop_l = loop.run(prompt, tokens, keep, keep_logits=True)
+            diff, err_e, err_l = self._errors_vs_fp32(prompt, eager, (loop_t, loop_l))
         except Exception as exc:  # the loop is an optimisation: generate() still works
             reason = f"check failed: {exc!r}"[:500]
             self.fast_path["decode_loop"] = {"used": False, "reason": reason}

@@ -67,10 +67,10 @@ def test_loop_streams_generates_tokens_one_step_per_token(model) -> None:
 def test_queue_depth_does_not_change_tokens(model, depth: int) -> None:
     b = backend(model)
     want: list[int] = []
-    b.loop.run(PROMPT, TOKENS, set(), lambda t: want.append(t) is None)
+    b.loop.run(PROMPT, TOKENS, lambda t: want.append(t) is None)
     got: list[int] = []
     DecodeLoop(model, lambda: b._cache(1), None, depth=depth).run(
-        PROMPT, TOKENS, set(), lambda t: got.append(t) is None
+        PROMPT, TOKENS, lambda t: got.append(t) is None
     )
     assert got == want
 
@@ -128,7 +128,7 @@ def test_check_refuses_a_loop_with_wrong_positions(model, monkeypatch) -> None:
     b.fast_path = {"compiled": True}
     monkeypatch.setattr(model, "get_compiled_call", lambda cfg: shifted, raising=False)
     monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
-    b._check_decode_loop(PROMPT, 16)
+    b._check_decode_loop(PROMPT, 16, None)
     res = b.fast_path["decode_loop"]
     assert res["used"] is False and b.loop is None
     assert res["error_loop"] > 5 * res["error_eager"]

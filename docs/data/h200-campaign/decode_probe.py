@@ -114,7 +114,7 @@ def one_start(args: argparse.Namespace) -> dict[str, Any]:
             toks.append(t)
             return True
 
-        loops[depth].run(prompt, args.tokens, set(), on_token)
+        loops[depth].run(prompt, args.tokens, on_token)
         return toks, times
 
     graph = GraphLoop(model, lambda: backend._cache(1)) if dev.type == "cuda" else None
