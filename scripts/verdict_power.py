@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     suite = load_suite(args.suite)
     items = suite.items()
-    alpha = vd.check_alpha(suite.metrics, len(items), len({i.key.engine for i in items}))
+    alpha = vd.check_alpha(suite.metrics, [i.key for i in items])
     bf = load_baselines(args.baseline)
     if not bf.entries:
         print(f"{args.baseline}: no entries", file=sys.stderr)

@@ -106,9 +106,7 @@ class SuiteSession:
     def alpha(self) -> float:
         """Per-item check level: the run's false-alarm budget split over the suite's gated
         checks (the whole matrix, so a filtered run decides exactly as the full one)."""
-        items = self.suite.items()
-        engines = len({it.key.engine for it in items})
-        return vd.check_alpha(self.suite.metrics, len(items), engines).item
+        return vd.check_alpha(self.suite.metrics, [it.key for it in self.suite.items()]).item
 
     def write_snapshot(self) -> None:
         snap = self.suite.to_json()
@@ -410,7 +408,7 @@ def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -
     bfile = bl.load_baselines(baselines_file)
     rules = list(suite.rules) + list(bfile.rules)
     items = suite.items()
-    alpha = vd.check_alpha(suite.metrics, len(items), len({it.key.engine for it in items}))
+    alpha = vd.check_alpha(suite.metrics, [it.key for it in items])
     selected = vd.selected_from_snapshots([results_dir])
     out = (
         vd.evaluate_rules(rules, results, known_issues=suite.known_issues, selected=selected)

@@ -81,7 +81,7 @@ def evaluate_results(
             if not path.exists():
                 missing = no_baseline_reason(profile, path)
     rules = rules + list(baselines.rules)
-    alpha = check_alpha(policies, len(results), len({r.key.engine for r in results.values()}))
+    alpha = check_alpha(policies, [r.key for r in results.values()])
     checks: list[Check] = []
     for k in sorted(results):
         checks.extend(

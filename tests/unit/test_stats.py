@@ -78,9 +78,17 @@ def test_engine_wide_sees_a_uniform_slowdown_no_single_item_shows():
     assert stats.engine_wide(same, "higher", min_effect=0.05, alpha=alpha).regressed is False
 
 
-def test_engine_wide_needs_two_items():
-    d = stats.engine_wide([([90.0], BASE)], "higher")
-    assert d.regressed is None and "needs 2" in d.reason
+def test_engine_wide_judges_a_lone_item_as_that_item():
+    """An engine config with one item (the H200 decode-loop engine) is judged too: the mean of
+    one ratio is that ratio, at the engine-wide level; with no comparable item, nothing."""
+    d = stats.engine_wide([([90.0], BASE)], "higher", alpha=0.0025)
+    item = stats.decide([90.0], BASE, "higher", alpha=0.0025)
+    assert d.regressed is not None and "over 1 item on 1 engine start group" in d.reason
+    assert d.ratio == pytest.approx(item.ratio)
+    assert d.regressed == item.regressed
+    assert stats.engine_wide([([100.0], BASE)], "higher", alpha=0.0025).regressed is False
+    none = stats.engine_wide([([90.0], BASE[:2])], "higher")
+    assert none.regressed is None and "no item with a gated baseline" in none.reason
 
 
 def test_per_check_alpha_is_bonferroni():

@@ -871,3 +871,31 @@ def test_item_spread_is_pooled_over_its_engine_configs_siblings_only():
     assert alone["output_throughput_tok_s"].status == "pass"
     assert pooled["output_throughput_tok_s"].status == "fail"
     assert "spread pooled over 10 df" in pooled["output_throughput_tok_s"].reason
+
+
+def test_alpha_counts_only_checks_the_matrix_can_have():
+    """A native item has no acceptance checks and an engine with native items only no
+    engine-wide MAL check; budget counted for them was spent on nothing (session 16: the H200
+    suite's decode-loop engine halved the other engine's engine-wide level)."""
+    native = dataclasses.replace(KEY, method="native")
+    loop_native = dataclasses.replace(native, engine="loop")
+    a = vd.check_alpha(POL, [native, KEY, loop_native])
+    # gated by default: tok/s, MAL, rate, completed; native items 2 each, eagle3 4
+    assert a.item == pytest.approx(0.005 / (2 + 4 + 2))
+    # engine-wide: tok/s + MAL for the engine with eagle3, tok/s only for the native-only one
+    assert a.engine_wide == pytest.approx(0.005 / 3)
+
+
+def test_an_engine_with_one_item_is_judged_engine_wide():
+    """The decode-loop engine of the H200 suite has one item: its engine-wide check judges that
+    item's ratio (gated), instead of being "not evaluated" for want of a second item."""
+    entry = base_entry()
+    bf = bl.BaselineFile(Path("x.json"))
+    bf.entries[KEY.as_str()] = entry
+    base = vd.ItemResult(summary(tok_s=100.0, mal=None, rate=None))
+    slow = vd.ItemResult(summary(tok_s=85.0, mal=None, rate=None))
+    for res, status in ((base, "pass"), (slow, "fail")):
+        checks = vd.engine_wide_checks({KEY.as_str(): res}, bf, POL, alpha=0.0025)
+        (c,) = [c for c in checks if c.metric == "engine-wide output_throughput_tok_s"]
+        assert (c.status, c.gated) == (status, True), c
+        assert "over 1 item" in c.reason

@@ -79,7 +79,8 @@ def main() -> int:
     ap.add_argument("--out", default="judge.json", help="file name beside this script")
     args = ap.parse_args()
     suite = load_suite("h200-transformers")
-    alpha = vd.check_alpha(suite.metrics, len(suite.items()), 1)
+    items = suite.items()
+    alpha = vd.check_alpha(suite.metrics, [i.key for i in items])
     bf = load_baselines(args.baseline)
     base = {
         k.split("/")[2]: (e.start_values(METRIC), e.start_passes(METRIC))

@@ -1,0 +1,123 @@
+"""Judge the transformers-loop item's H200 runs (loop_runs.json) the way specperf will once its
+baseline has starts from two days: the item's own pass-level test at the h200-transformers
+suite's item level, and the engine-wide check (the loop engine has one item: the same ratio at
+the engine-wide level). Read by docs/baselines.md ("Session 16").
+
+    python docs/data/h200-campaign/judge_loop.py   # from the repository root; judge_loop.json
+
+Every run is judged against the *other* stored passes (leave-one-out: an update pass is never
+judged against itself), so an unchanged pass is a false-alarm trial and a throttled run a power
+trial. The two-day rule (``[workload] min_baseline_days``, gates.speed_baseline_short) is NOT
+applied here: today every stored pass is from 2026-12-03, so the real verdict reports the
+item's speed as not evaluated; this is the verdict those runs get once a second day's pass is
+stored, if that pass does not move the spread. Also prints the loop's noise split (one-way
+ANOVA of the stored passes: start-to-start and pass-to-pass sd of log tok/s)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics as st
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from judge import _components  # noqa: E402
+
+from specperf import stats  # noqa: E402
+from specperf import verdict as vd  # noqa: E402
+from specperf.config import load_suite  # noqa: E402
+
+
+def main() -> int:
+    suite = load_suite("h200-transformers")
+    items = suite.items()
+    alpha = vd.check_alpha(suite.metrics, [i.key for i in items])
+    tol = suite.metrics["output_throughput_tok_s"].tolerance
+    runs = json.loads((HERE / "loop_runs.json").read_text(encoding="utf-8"))["runs"]
+    passes = [r for r in runs if r["condition"] == "pass"]
+    print(
+        f"levels: item {alpha.item:.2g}, engine-wide {alpha.engine_wide:.2g}; min effect {tol:.0%}"
+    )
+    print(
+        "| run | condition | GPU | tok/s per start | baseline passes | vs baseline "
+        "| item p (red) | engine-wide p (red) | sees |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    out = {}
+    for run in runs:
+        base_runs = [p for p in passes if p["run"] != run["run"]]
+        base = [v for p in base_runs for v in p["tok_s"]]
+        labels = [p["run"] for p in base_runs for _ in p["tok_s"]]
+        cur = run["tok_s"]
+        item = stats.decide(
+            cur, base, "higher", min_effect=tol, alpha=alpha.item, baseline_passes=labels
+        )
+        wide = stats.engine_wide(
+            [(cur, base, labels)], "higher", min_effect=tol, alpha=alpha.engine_wide
+        )
+        cond = "unchanged" if run["condition"] == "pass" else f"throttle {run['share']:.2f}"
+        if len(base_runs) < stats.MIN_BASELINE_PASSES:  # the verdict's speed gate needs these
+            print(
+                f"| {run['run']} | {cond} | {run['gpu_uuid'][4:12]} | "
+                f"{', '.join(f'{v:.1f}' for v in run['tok_s'])} | {len(base_runs)} | "
+                f"not judged: fewer than {stats.MIN_BASELINE_PASSES} other passes | | | |"
+            )
+            out[run["run"]] = {"condition": cond, "judged": False}
+            continue
+        geo = math.exp(st.fmean(math.log(v) for v in base))
+        rel = math.exp(st.fmean(math.log(v) for v in cur)) / geo - 1
+        print(
+            f"| {run['run']} | {cond} | {run['gpu_uuid'][4:12]} | "
+            f"{', '.join(f'{v:.1f}' for v in cur)} | {len(base_runs)} | {rel:+.1%} | "
+            f"{item.p_value:.2g} ({'RED' if item.regressed else 'green'}) | "
+            f"{wide.p_value:.2g} ({'RED' if wide.regressed else 'green'}) | "
+            f"{wide.detectable:.0%} |"
+        )
+        out[run["run"]] = {
+            "condition": cond,
+            "ratio": item.ratio,
+            "item": {"p": item.p_value, "red": bool(item.regressed), "sees": item.detectable},
+            "engine_wide": {
+                "p": wide.p_value,
+                "red": bool(wide.regressed),
+                "sees": wide.detectable,
+            },
+            "baseline_passes": [p["run"] for p in base_runs],
+        }
+    comps = _components([p["tok_s"] for p in passes])
+    print(
+        f"noise over {comps['passes']} stored passes ({comps['starts']} starts): start-to-start "
+        f"sd {comps['within_sd']:.2%}, pass-to-pass sd {comps['between_sd']:.2%} (log)"
+    )
+    same_host = {}
+    for run in runs:
+        same_host.setdefault(run["gpu_uuid"], []).append(run)
+    for rs in same_host.values():
+        ref = [r for r in rs if r["condition"] == "pass"]
+        if not ref:
+            continue
+        ref_geo = math.exp(st.fmean(math.log(v) for r in ref for v in r["tok_s"]))
+        for r in rs:
+            if r["condition"] == "throttle":
+                geo = math.exp(st.fmean(math.log(v) for v in r["tok_s"]))
+                print(
+                    f"slowdown {r['run']} (share {r['share']:.2f}) vs the same GPU's unchanged "
+                    f"pass: {geo / ref_geo - 1:+.1%}"
+                )
+                out[r["run"]]["same_gpu_slowdown"] = geo / ref_geo - 1
+    doc = {
+        "alpha": {"item": alpha.item, "engine_wide": alpha.engine_wide},
+        "runs": out,
+        "components": comps,
+    }
+    (HERE / "judge_loop.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
