@@ -114,6 +114,8 @@ class SuiteSession:
         snap["baseline_folder"] = self.suite.baseline_file
         snap["baselines_path"] = str(self.baseline_file)
         snap["repeat"] = self.opts.repeat
+        levels = vd.check_alpha(self.suite.metrics, [it.key for it in self.suite.items()])
+        snap["alpha"] = {"item": levels.item, "engine_wide": levels.engine_wide}
         if self.opts.selected is not None:
             snap["selected"] = sorted(self.opts.selected)
         write_text_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")

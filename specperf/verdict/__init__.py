@@ -73,6 +73,7 @@ from specperf.verdict.results import (
 )
 from specperf.verdict.rules import _rule_subjects, evaluate_rules
 from specperf.verdict.snapshot import (
+    alpha_from_snapshot,
     known_issues_from_snapshot,
     policies_from_snapshot,
     read_suite_snapshot,
@@ -119,6 +120,7 @@ __all__ = [
     "_rule_subjects",
     "add_arguments",
     "aggregate",
+    "alpha_from_snapshot",
     "bootstrap_interval",
     "check_alpha",
     "compare",

@@ -138,5 +138,6 @@ def check_alpha(
             pol = policies.get(m)
             if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
                 continue
-            engine_checks += speculative or m not in SPECULATIVE_METRICS
+            if speculative or m not in SPECULATIVE_METRICS:
+                engine_checks += 1
     return stats.split_alpha(run_alpha, item_checks, engine_checks)

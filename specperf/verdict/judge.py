@@ -18,6 +18,7 @@ from specperf.verdict.outcome import summary_counts
 from specperf.verdict.results import SUITE_SNAPSHOT, ItemResult, load_results
 from specperf.verdict.rules import evaluate_rules
 from specperf.verdict.snapshot import (
+    alpha_from_snapshot,
     known_issues_from_snapshot,
     policies_from_snapshot,
     read_suite_snapshot,
@@ -81,7 +82,8 @@ def evaluate_results(
             if not path.exists():
                 missing = no_baseline_reason(profile, path)
     rules = rules + list(baselines.rules)
-    alpha = check_alpha(policies, [r.key for r in results.values()])
+    # the run's own levels (whole matrix), so a filtered run or one folder is judged as it was
+    alpha = alpha_from_snapshot(snap) or check_alpha(policies, [r.key for r in results.values()])
     checks: list[Check] = []
     for k in sorted(results):
         checks.extend(

@@ -9,8 +9,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
+from pydantic import Field
+
 from specperf.config import DEFAULT_METRICS, KnownIssue, MetricPolicy, Rule, parse_rules
 from specperf.errors import ConfigError
+from specperf.stats import AlphaSplit
 from specperf.validation import Table, says, validate
 from specperf.verdict.results import SUITE_SNAPSHOT
 
@@ -43,6 +46,17 @@ class KnownIssueSnapshot(Table):
         return KnownIssue.of(self)
 
 
+class LevelsSnapshot(Table):
+    """The per-check levels the run decided with (``stats.AlphaSplit``, from the whole matrix:
+    a filtered run, a shard or one folder judged later must use the same ones)."""
+
+    item: Annotated[float, Field(gt=0, le=1)]
+    engine_wide: Annotated[float, Field(gt=0, le=1)]
+
+    def split(self) -> AlphaSplit:
+        return AlphaSplit(self.item, self.engine_wide)
+
+
 class SuiteSnapshot(Table):
     """What a later verdict reads from ``suite.json``; the other keys of the file (the suite's
     name, source, hardware profile, ...) are the run's record and pass through."""
@@ -54,6 +68,7 @@ class SuiteSnapshot(Table):
     workload: dict[str, Any] | None = None
     baseline_folder: str | None = None
     selected: list[str] | None = None  # item keys the run selected (None: older folders)
+    alpha: LevelsSnapshot | None = None  # the run's per-check levels (None: older folders)
 
 
 def _snapshot(snap: Mapping[str, Any] | None, source: str = SUITE_SNAPSHOT) -> SuiteSnapshot:
@@ -100,6 +115,13 @@ def policies_from_snapshot(snap: Mapping[str, Any] | None) -> dict[str, MetricPo
     if not metrics:
         return dict(DEFAULT_METRICS)
     return {k: v.policy() for k, v in metrics.items()}
+
+
+def alpha_from_snapshot(snap: Mapping[str, Any] | None) -> AlphaSplit | None:
+    """The levels the run decided with (None: a folder written before session 16, whose levels
+    the verdict then recomputes from the items it holds)."""
+    levels = _snapshot(snap).alpha
+    return levels.split() if levels else None
 
 
 def known_issues_from_snapshot(snap: Mapping[str, Any] | None) -> list[KnownIssue]:

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from specperf import baselines as bl
+from specperf import stats
 from specperf import verdict as vd
 from specperf.cli import main as cli_main
 from specperf.config import DEFAULT_METRICS, ItemKey, KnownIssue, MetricPolicy, parse_rules
+from specperf.errors import ConfigError
 
 KEY = ItemKey("m", "vllm", "eagle3", "mt-bench", 4, "greedy")
 FP = {"engine_label": "vllm", "num_requests": 16, "tier": "smoke"}
@@ -899,3 +901,29 @@ def test_an_engine_with_one_item_is_judged_engine_wide():
         (c,) = [c for c in checks if c.metric == "engine-wide output_throughput_tok_s"]
         assert (c.status, c.gated) == (status, True), c
         assert "over 1 item" in c.reason
+
+
+def test_a_later_verdict_decides_at_the_runs_own_levels(tmp_path, monkeypatch):
+    """The levels come from the whole matrix (a filtered run decides as the full one would);
+    the run writes them into suite.json, so `specperf verdict` on its folder — or on one item
+    of it — uses them instead of recounting the items it happens to hold (before: a one-item
+    folder got the whole budget, 0.005 per check, and could turn red where the run was green)."""
+    monkeypatch.setenv("SPECPERF_RUNTIME_DIR", str(tmp_path / "run"))
+    snap = {"metrics": {k: v.to_json() for k, v in POL.items()}, "hardware_profile": "hw"}
+    bdir = tmp_path / "baselines"
+    bl.update_baselines(bl.baseline_path(bdir, "hw"), [base_entry()])
+    slow = summary(tok_s=94.0)  # -6 %: p ~0.001 against starts ~0.8 % apart
+    verdicts = {}
+    for name, levels in (("recounted", None), ("strict", {"item": 1e-6, "engine_wide": 1e-6})):
+        res = tmp_path / name
+        _write_results(res, [slow], dict(snap, alpha=levels) if levels else snap)
+        v = vd.evaluate_results([res], baselines_dir=bdir)
+        (tok,) = [c for c in v.checks if c.metric == "output_throughput_tok_s"]
+        verdicts[name] = tok.status
+    assert verdicts == {"recounted": "fail", "strict": "pass"}
+    assert vd.alpha_from_snapshot({"alpha": {"item": 0.001, "engine_wide": 0.002}}) == (
+        stats.AlphaSplit(0.001, 0.002)
+    )
+    assert vd.alpha_from_snapshot(snap) is None
+    with pytest.raises(ConfigError, match="alpha"):
+        vd.alpha_from_snapshot({"alpha": {"item": 0, "engine_wide": 0.1}})
