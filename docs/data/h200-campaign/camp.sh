@@ -5,7 +5,9 @@
 # results are tarred into $OUT as soon as the step ends (a call cut at its limit keeps what finished).
 # CAMP_PASS=update makes each step an update pass instead (it appends its starts to the carried
 # baselines/ and copies the file to $OUT/<name>.baseline.json; judge it afterwards against the file
-# as it was: `specperf verdict <results> --baseline <old file>`). host_probe.py runs before and
+# as it was: `specperf verdict <results> --baseline <old file>`). A step's sixth field overrides
+# it for that step (session 16), so one call can append a run and then judge throttled ones:
+#   camp.sh d4:0::::update "lt4:0:0.16:--decode-loop" host_probe.py runs before and
 # after each step (HOSTPROBE lines: CPU model, Python loop, CUDA launch latency, copy bandwidth).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
@@ -18,11 +20,11 @@ throttle() {  # name share [match]; the report says the share each engine really
   TP=$!
 }
 unthrottle() { [ -n "$TP" ] && kill "$TP" && wait "$TP"; TP=; }
-step() {  # name repeat [throttle share] [match] [reject q]
-  local name=$1 rep=$2 share=${3:-} match=${4:-} reject=${5:-}
-  echo "== $name repeat=$rep share=${share:-0} match=${match:--} reject=${reject:-0} start $(date -u +%FT%T)"
+step() {  # name repeat [throttle share] [match] [reject q] [pass]
+  local name=$1 rep=$2 share=${3:-} match=${4:-} reject=${5:-} pass=${6:-${CAMP_PASS:-check}}
+  echo "== $name $pass repeat=$rep share=${share:-0} match=${match:--} reject=${reject:-0} start $(date -u +%FT%T)"
   [ -n "$share" ] && throttle "$name" "$share" "$match"
-  local pass=${CAMP_PASS:-check} extra=() envs=()
+  local extra=() envs=()
   [ "$pass" = check ] && extra+=(--strict-baselines)
   [ "$rep" -gt 0 ] && extra+=(--repeat "$rep" --restart-between-repeats)
   # each reject step draws its own rejections (seed from the step's name), so runs are independent
@@ -43,6 +45,6 @@ step() {  # name repeat [throttle share] [match] [reject q]
   tar czf "$OUT/$name.tar.gz" -C /tmp/camp "$name.log" "$name.probe" "$name" $( [ -f "/tmp/camp/$name.throttle.json" ] && echo "$name.throttle.json") 2>/dev/null
 }
 for s in "$@"; do
-  IFS=: read -r name rep share match reject <<< "$s"
-  step "$name" "$rep" "$share" "$match" "$reject"
+  IFS=: read -r name rep share match reject pass <<< "$s"
+  step "$name" "$rep" "$share" "$match" "$reject" "$pass"
 done
