@@ -224,8 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-docs", type=Path, default=None, help="replace the power block")
     args = ap.parse_args(argv)
     suite = load_suite(args.suite)
-    items = suite.items()
-    alpha = vd.check_alpha(suite.metrics, [i.key for i in items])
+    alpha = vd.suite_levels(suite)
     bf = load_baselines(args.baseline)
     if not bf.entries:
         print(f"{args.baseline}: no entries", file=sys.stderr)

@@ -18,6 +18,7 @@ Results directory layout (read by ``specperf verdict``, ``specperf report`` and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf import baselines as bl
+from specperf import stats
 from specperf import verdict as vd
 from specperf.config import Item, Suite
 from specperf.engines.base import Devices, EngineSpec
@@ -102,11 +104,11 @@ class SuiteSession:
             self.opts.baselines_dir, self.opts.hardware_profile, self.suite.baseline_file
         )
 
-    @property
-    def alpha(self) -> float:
-        """Per-item check level: the run's false-alarm budget split over the suite's gated
-        checks (the whole matrix, so a filtered run decides exactly as the full one)."""
-        return vd.check_alpha(self.suite.metrics, [it.key for it in self.suite.items()]).item
+    @functools.cached_property
+    def levels(self) -> stats.AlphaSplit:
+        """Per-check levels: the run's false-alarm budget split over the suite's gated checks
+        (the whole matrix, so a filtered run decides exactly as the full one)."""
+        return vd.suite_levels(self.suite)
 
     def write_snapshot(self) -> None:
         snap = self.suite.to_json()
@@ -114,8 +116,7 @@ class SuiteSession:
         snap["baseline_folder"] = self.suite.baseline_file
         snap["baselines_path"] = str(self.baseline_file)
         snap["repeat"] = self.opts.repeat
-        levels = vd.check_alpha(self.suite.metrics, [it.key for it in self.suite.items()])
-        snap["alpha"] = {"item": levels.item, "engine_wide": levels.engine_wide}
+        snap["alpha"] = dataclasses.asdict(self.levels)
         if self.opts.selected is not None:
             snap["selected"] = sorted(self.opts.selected)
         write_text_atomic(self.results_dir / vd.SUITE_SNAPSHOT, json.dumps(snap, indent=2) + "\n")
@@ -322,7 +323,7 @@ class SuiteSession:
             hardware_profile=self.opts.hardware_profile,
             known_issues=self.suite.known_issues,
             max_failed_fraction=self.suite.workload.max_failed_fraction,
-            alpha=self.alpha,
+            alpha=self.levels.item,
             missing_reason=missing,
             siblings=vd.config_siblings(bfile, run.item.key),
         )
@@ -409,8 +410,7 @@ def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -
         return []
     bfile = bl.load_baselines(baselines_file)
     rules = list(suite.rules) + list(bfile.rules)
-    items = suite.items()
-    alpha = vd.check_alpha(suite.metrics, [it.key for it in items])
+    alpha = vd.suite_levels(suite)
     selected = vd.selected_from_snapshots([results_dir])
     out = (
         vd.evaluate_rules(rules, results, known_issues=suite.known_issues, selected=selected)

@@ -36,7 +36,12 @@ from __future__ import annotations
 
 from specperf.verdict.checks import EPS, Check, Status, compare
 from specperf.verdict.cli import add_arguments, run
-from specperf.verdict.engine_wide import ENGINE_WIDE_METRICS, check_alpha, engine_wide_checks
+from specperf.verdict.engine_wide import (
+    ENGINE_WIDE_METRICS,
+    check_alpha,
+    engine_wide_checks,
+    suite_levels,
+)
 from specperf.verdict.gates import (
     DEFAULT_MIN_DURATION_S,
     LATENCY_PREFIXES,
@@ -150,6 +155,7 @@ __all__ = [
     "sees_legend",
     "selected_from_snapshots",
     "spread_peers",
+    "suite_levels",
     "summary_counts",
     "summary_line",
     "table_rows",

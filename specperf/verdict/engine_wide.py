@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from specperf import stats
 from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
-from specperf.config import ItemKey, MetricPolicy
+from specperf.config import ItemKey, MetricPolicy, Suite
 from specperf.schemas import NATIVE
 from specperf.verdict.checks import Check
 from specperf.verdict.gates import speed_baseline_short
@@ -141,3 +141,9 @@ def check_alpha(
             if speculative or m not in SPECULATIVE_METRICS:
                 engine_checks += 1
     return stats.split_alpha(run_alpha, item_checks, engine_checks)
+
+
+def suite_levels(suite: Suite, run_alpha: float = stats.DEFAULT_RUN_ALPHA) -> stats.AlphaSplit:
+    """The levels of the suite's whole matrix: what every run of it decides with, filtered or
+    sharded (``suite.json`` records them, so a later ``specperf verdict`` uses them too)."""
+    return check_alpha(suite.metrics, [it.key for it in suite.items()], run_alpha)

@@ -108,7 +108,7 @@ def _same_window_suite():
     speed gates armed by one day of starts.
 
     - One item: the run's 1 % false-alarm budget is split over the gated checks of the suite's
-      matrix (``SuiteSession.alpha``); the full matrix would leave 0.00008 per check, which
+      matrix (``SuiteSession.levels``); the full matrix would leave 0.00008 per check, which
       4 + 2 starts cannot reach on any effect.
     - ``tiny:qwen3-compute``: on the default tiny model the engine is not the bottleneck (its
       worker idles ~45 % at c=4 on 2 cores): a 40 % stop share moved tok/s by −6 % (measured

@@ -208,6 +208,9 @@ def test_missing_strict_update_then_pass(perf):
     r.stdout.fnmatch_lines(["*rule:eagle3-faster*NOT EVALUATED*", "*not selected in this run*"])
     snap = json.loads((res / "suite.json").read_text())
     assert snap["selected"] == [f"m/cal/eagle3/mt-bench/c{c}/greedy" for c in (1, 2)]
+    # the filtered run records the whole matrix's levels (a later verdict decides with them)
+    full = json.loads((perf.path / "r4" / "suite.json").read_text())
+    assert snap["alpha"] == full["alpha"] and 0 < snap["alpha"]["item"] < 0.005
 
 
 def test_regression_fails_with_a_full_message(perf):

@@ -79,8 +79,7 @@ def main() -> int:
     ap.add_argument("--out", default="judge.json", help="file name beside this script")
     args = ap.parse_args()
     suite = load_suite("h200-transformers")
-    items = suite.items()
-    alpha = vd.check_alpha(suite.metrics, [i.key for i in items])
+    alpha = vd.suite_levels(suite)
     bf = load_baselines(args.baseline)
     base = {
         k.split("/")[2]: (e.start_values(METRIC), e.start_passes(METRIC))

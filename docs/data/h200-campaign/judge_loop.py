@@ -35,8 +35,7 @@ from specperf.config import load_suite  # noqa: E402
 
 def main() -> int:
     suite = load_suite("h200-transformers")
-    items = suite.items()
-    alpha = vd.check_alpha(suite.metrics, [i.key for i in items])
+    alpha = vd.suite_levels(suite)
     tol = suite.metrics["output_throughput_tok_s"].tolerance
     runs = json.loads((HERE / "loop_runs.json").read_text(encoding="utf-8"))["runs"]
     passes = [r for r in runs if r["condition"] == "pass"]
