@@ -9,7 +9,16 @@
 # it for that step (session 16), so one call can append a run and then judge throttled ones:
 #   camp.sh d4:0::::update "lt4:0:0.16:--decode-loop" host_probe.py runs before and
 # after each step (HOSTPROBE lines: CPU model, Python loop, CUDA launch latency, copy bandwidth).
+# A step starts only when CAMP_STEP_S (default 240) seconds are left of CAMP_LIMIT_S (default
+# 590, the call's timeout less a margin): session 17's call was cut mid-step by the device's
+# limit, and the cut step's pytest ran on beside the next call's step on the same warm machine.
+# Each step also starts from an empty /tmp/camp/<name> (that cut step's results had merged in).
 set -u
+CAMP_T0=$(date +%s)
+# on a warm machine a cut call's processes may still run: stop them before measuring anything
+for pat in throttle_engine.py scripts/gpu_run.py specperf.engines.hf_server; do
+  pgrep -f "$pat" > /dev/null && echo "== leftover $pat of an earlier call: stopped" && pkill -9 -f "$pat"
+done
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
 mkdir -p /tmp/camp
 TP=
@@ -22,6 +31,12 @@ throttle() {  # name share [match]; the report says the share each engine really
 unthrottle() { [ -n "$TP" ] && kill "$TP" && wait "$TP"; TP=; }
 step() {  # name repeat [throttle share] [match] [reject q] [pass]
   local name=$1 rep=$2 share=${3:-} match=${4:-} reject=${5:-} pass=${6:-${CAMP_PASS:-check}}
+  local left=$(( ${CAMP_LIMIT_S:-590} - ($(date +%s) - CAMP_T0) ))
+  if [ "$left" -lt "${CAMP_STEP_S:-240}" ]; then
+    echo "== $name skipped: ${left} s left of the call, a step needs ${CAMP_STEP_S:-240} (CAMP_STEP_S)"
+    return
+  fi
+  rm -rf "/tmp/camp/$name" "/tmp/camp/$name".*
   echo "== $name $pass repeat=$rep share=${share:-0} match=${match:--} reject=${reject:-0} start $(date -u +%FT%T)"
   [ -n "$share" ] && throttle "$name" "$share" "$match"
   local extra=() envs=()

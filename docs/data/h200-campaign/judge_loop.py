@@ -11,7 +11,9 @@ trial. The two-day rule (``[workload] min_baseline_days``, gates.speed_baseline_
 applied here: today every stored pass is from 2026-12-03, so the real verdict reports the
 item's speed as not evaluated; this is the verdict those runs get once a second day's pass is
 stored, if that pass does not move the spread. Also prints the loop's noise split (one-way
-ANOVA of the stored passes: start-to-start and pass-to-pass sd of log tok/s)."""
+ANOVA of the stored passes: start-to-start and pass-to-pass sd of log tok/s), and per
+condition how many counted runs turned red; a run marked ``excluded`` in loop_runs.json (with
+the reason) is judged and shown but not counted."""
 
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ def main() -> int:
             [(cur, base, labels)], "higher", min_effect=tol, alpha=alpha.engine_wide
         )
         cond = "unchanged" if run["condition"] == "pass" else f"throttle {run['share']:.2f}"
+        if run.get("excluded"):
+            cond += " (excluded)"
         if len(base_runs) < stats.MIN_BASELINE_PASSES:  # the verdict's speed gate needs these
             print(
                 f"| {run['run']} | {cond} | {run['gpu_uuid'][4:12]} | "
@@ -88,6 +92,12 @@ def main() -> int:
             },
             "baseline_passes": [p["run"] for p in base_runs],
         }
+    tally: dict[str, list[bool]] = {}
+    for res in out.values():
+        if res.get("judged", True) and "excluded" not in res["condition"]:
+            tally.setdefault(res["condition"], []).append(res["engine_wide"]["red"])
+    for cond, reds in tally.items():
+        print(f"{cond}: {sum(reds)} of {len(reds)} counted runs red (engine-wide check)")
     comps = _components([p["tok_s"] for p in passes])
     print(
         f"noise over {comps['passes']} stored passes ({comps['starts']} starts): start-to-start "
