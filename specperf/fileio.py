@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,11 +37,18 @@ def clean_json(obj: Any) -> Any:
 
 def write_text_atomic(path: Path | str, text: str) -> None:
     """Write ``text`` to ``path`` via a temp file in the same directory and os.replace: a
-    reader sees the old or the new file, never a partial one."""
+    reader sees the old or the new file, never a partial one. The file keeps its mode, and a
+    new one gets the umask's (mkstemp's 0600 would make a shared baselines folder unreadable
+    to the rest of a team after one ``--update-baselines``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -49,6 +57,13 @@ def write_text_atomic(path: Path | str, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it; set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: Path | str, obj: Any) -> None:

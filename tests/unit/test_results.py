@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -34,6 +36,23 @@ def test_write_run_and_read_back(tmp_path):
     assert back[0]["text"] == "héllo" and back[0]["token_ids"] == [1, 2]
     assert back[1]["error"] == "HTTP 500: x"
     assert not list(tmp_path.glob(".*.tmp"))  # no temporary files left behind
+
+
+def test_atomic_write_keeps_a_files_mode_and_gives_a_new_one_the_umasks(tmp_path):
+    """mkstemp makes 0600 files: a baselines folder a team shares must stay readable."""
+    old = os.umask(0o022)
+    try:
+        fresh = tmp_path / "new.json"
+        write_json_atomic(fresh, {"a": 1})
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+        shared = tmp_path / "shared.json"
+        shared.write_text("{}")
+        shared.chmod(0o664)
+        write_json_atomic(shared, {"a": 2})
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o664
+        assert json.loads(shared.read_text()) == {"a": 2}
+    finally:
+        os.umask(old)
 
 
 def test_atomic_write_keeps_the_old_file_when_serialising_fails(tmp_path):
