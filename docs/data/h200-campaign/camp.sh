@@ -16,8 +16,9 @@
 set -u
 CAMP_T0=$(date +%s)
 # on a warm machine a cut call's processes may still run: stop them before measuring anything
-for pat in throttle_engine.py scripts/gpu_run.py specperf.engines.hf_server; do
-  pgrep -f "$pat" > /dev/null && echo "== leftover $pat of an earlier call: stopped" && pkill -9 -f "$pat"
+# (patterns as camp.sh and the engine launch them, so the calling command line never matches)
+for pat in "throttle_engine.py --share" "scripts/gpu_run.py --out /tmp/camp/" "-m specperf.engines.hf_server"; do
+  pgrep -f -- "$pat" > /dev/null && echo "== leftover '$pat' of an earlier call: stopped" && pkill -9 -f -- "$pat"
 done
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
 mkdir -p /tmp/camp
