@@ -47,11 +47,11 @@ def test_cpu_tiny_baselines_match_the_suite(path: Path) -> None:
     bf = bl.load_baselines(path)
     assert bf.hardware_profile and path.stem == bf.hardware_profile
     current = _current_fingerprints()
-    for k, e in bf.entries.items():  # a sized entry fixes its count: what a run would record
-        n = current[k]["num_requests"] if k in current else None
-        fixed = sizing.count_from_entry(e.fingerprint, current[k], n) if n else None
+    for k, fp in current.items():  # a sized entry fixes its count: what a run would record
+        entry = bf.entries.get(k)
+        fixed = sizing.count_from_entry(entry and entry.fingerprint, fp, fp["num_requests"])
         if fixed:
-            current[k] = {**current[k], "num_requests": fixed}
+            fp["num_requests"] = fixed
     stale = {
         k: bl.fingerprint_diff(e.fingerprint, current[k])[:2]
         for k, e in bf.entries.items()

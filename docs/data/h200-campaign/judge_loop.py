@@ -50,6 +50,7 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     out = {}
+    tally: dict[str, list[bool]] = {}  # engine-wide red per condition, counted runs only
     for run in runs:
         base_runs = [p for p in passes if p["run"] != run["run"]]
         base = [v for p in base_runs for v in p["tok_s"]]
@@ -92,10 +93,8 @@ def main() -> int:
             },
             "baseline_passes": [p["run"] for p in base_runs],
         }
-    tally: dict[str, list[bool]] = {}
-    for res in out.values():
-        if res.get("judged", True) and "excluded" not in res["condition"]:
-            tally.setdefault(res["condition"], []).append(res["engine_wide"]["red"])
+        if not run.get("excluded"):
+            tally.setdefault(cond, []).append(bool(wide.regressed))
     for cond, reds in tally.items():
         print(f"{cond}: {sum(reds)} of {len(reds)} counted runs red (engine-wide check)")
     comps = _components([p["tok_s"] for p in passes])

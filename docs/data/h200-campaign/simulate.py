@@ -170,34 +170,30 @@ def main() -> int:
             rates = [loop_red_rate(sizes, e, noise) for e in (0.0, -0.05, -0.10, -0.25)]
             print(f"| {nname} | {bname} | " + " | ".join(f"{r:.2%}" for r in rates) + " |")
     print()
-    print("session 16: the loop item, its engine-wide check (level 0.00167; one item), pass-level")
-    print(
-        "| noise (start, pass sd) | stored passes of 3 starts | false alarm | power -5 % "
-        "| power -8.7 % (0.16 share) | power -10 % | power -19.6 % (0.25 share) |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for nname, noise in NOISE_LOOP_S16.items():
-        for n in PASSES_S16:
-            rates = [
-                loop_red_rate([3] * n, e, noise, LOOP_ENGINE_LEVEL)
-                for e in (0.0, -0.05, -0.087, -0.10, -0.196)
-            ]
-            print(f"| {nname} | {n} | " + " | ".join(f"{r:.2%}" for r in rates) + " |")
+    loop_engine_table("session 16", NOISE_LOOP_S16, PASSES_S16, share_016=-0.087)
     print()
-    print("session 17: the loop item, its engine-wide check (level 0.00167; one item), pass-level")
+    loop_engine_table("session 17", NOISE_LOOP_S17, PASSES_S17, share_016=-0.096)
+    return 0
+
+
+def loop_engine_table(
+    title: str, noises: dict[str, tuple[float, float]], passes: tuple[int, ...], share_016: float
+) -> None:
+    """The loop item judged by its engine-wide check, per noise and stored-pass count, at the
+    effects the throttles measured (``share_016``: the 0.16 share's slowdown then)."""
+    print(f"{title}: the loop item, its engine-wide check (level 0.00167; one item), pass-level")
     print(
         "| noise (start, pass sd) | stored passes of 3 starts | false alarm | power -5 % "
-        "| power -9.6 % (0.16 share) | power -10 % | power -19.6 % (0.25 share) |"
+        f"| power {share_016 * 100:.1f} % (0.16 share) | power -10 % | power -19.6 % (0.25 share) |"
     )
     print("|---|---|---|---|---|---|---|")
-    for nname, noise in NOISE_LOOP_S17.items():
-        for n in PASSES_S17:
+    for nname, noise in noises.items():
+        for n in passes:
             rates = [
                 loop_red_rate([3] * n, e, noise, LOOP_ENGINE_LEVEL)
-                for e in (0.0, -0.05, -0.096, -0.10, -0.196)
+                for e in (0.0, -0.05, share_016, -0.10, -0.196)
             ]
             print(f"| {nname} | {n} | " + " | ".join(f"{r:.2%}" for r in rates) + " |")
-    return 0
 
 
 def loop_red_rate(
