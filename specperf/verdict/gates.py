@@ -71,7 +71,10 @@ def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -
         min_duration_s = float(wl.get("min_duration_s", DEFAULT_MIN_DURATION_S))
     if min_duration_s <= 0:
         return None
-    durations = [figure(r, "duration_s") for r in summary.get("repeats") or []]
+    # an item summary lists its starts; a start's own summary (all a run cut before the item's
+    # end leaves on disk) holds the planned repeat count there instead
+    repeats = summary.get("repeats")
+    durations = [figure(r, "duration_s") for r in repeats] if isinstance(repeats, list) else []
     durations = [d for d in durations if d is not None] or [figure(summary, "duration_s")]
     shortest = min((d for d in durations if d is not None), default=None)
     if shortest is None or shortest >= min_duration_s:

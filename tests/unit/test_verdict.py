@@ -759,6 +759,19 @@ def test_speed_of_a_too_short_item_is_not_judged():
     assert by_metric(long_enough)["output_throughput_tok_s"].status == "fail"
 
 
+def test_a_cut_runs_start_summary_is_judged_not_a_traceback():
+    """A run cut after its first start (a device's time limit, Ctrl-C before the item ended)
+    leaves that start's own summary.json, whose ``repeats`` is the planned count, not the
+    item's list of starts: `specperf verdict` crashed on one (session 15's t2 on the H200)."""
+    cut = summary(tok_s=50.0, duration_s=6.0)
+    cut["repeats"] = 3
+    checks = vd.evaluate_item(vd.ItemResult(cut), base_entry(), POL, hardware_profile="hw")
+    assert by_metric(checks)["output_throughput_tok_s"].status == "fail"
+    cut["duration_s"] = 0.4
+    checks = vd.evaluate_item(vd.ItemResult(cut), base_entry(), POL, hardware_profile="hw")
+    assert "lasted 0.40 s < 5 s" in by_metric(checks)["output_throughput_tok_s"].reason
+
+
 def test_delivery_bound_latencies_are_not_judged_and_never_fail_strict():
     pol = dict(POL)
     pol["tpot_ms.p50"] = MetricPolicy("tpot_ms.p50", "lower", 0.10, "always", True)
