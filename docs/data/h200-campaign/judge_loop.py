@@ -1,19 +1,19 @@
 """Judge the transformers-loop item's H200 runs (loop_runs.json) the way specperf will once its
 baseline has starts from two days: the item's own pass-level test at the h200-transformers
 suite's item level, and the engine-wide check (the loop engine has one item: the same ratio at
-the engine-wide level). Read by docs/baselines.md ("Session 16").
+the engine-wide level). Read by docs/baselines.md (sessions 16-19).
 
     python docs/data/h200-campaign/judge_loop.py   # from the repository root; judge_loop.json
 
 Every run is judged against the *other* stored passes (leave-one-out: an update pass is never
 judged against itself), so an unchanged pass is a false-alarm trial and a throttled run a power
-trial. The two-day rule (``[workload] min_baseline_days``, gates.speed_baseline_short) is NOT
-applied here: today every stored pass is from 2026-12-03, so the real verdict reports the
-item's speed as not evaluated; this is the verdict those runs get once a second day's pass is
-stored, if that pass does not move the spread. Also prints the loop's noise split (one-way
-ANOVA of the stored passes: start-to-start and pass-to-pass sd of log tok/s), and per
-condition how many counted runs turned red; a run marked ``excluded`` in loop_runs.json (with
-the reason) is judged and shown but not counted."""
+trial; an unchanged ``check`` run (never stored) is judged against every stored pass. The
+two-day rule (``[workload] min_baseline_days``, gates.speed_baseline_short) is not applied
+here (since session 19 the stored passes span 2026-12-03 and -04, so the full file meets it;
+s19/rejudge.sh gives the product's own verdicts, rule included). Also prints the loop's
+noise split (one-way ANOVA of the stored passes: start-to-start and pass-to-pass sd of log
+tok/s), and per condition how many counted runs turned red; a run marked ``excluded`` in
+loop_runs.json (with the reason) is judged and shown but not counted."""
 
 from __future__ import annotations
 
@@ -62,7 +62,9 @@ def main() -> int:
         wide = stats.engine_wide(
             [(cur, base, labels)], "higher", min_effect=tol, alpha=alpha.engine_wide
         )
-        cond = "unchanged" if run["condition"] == "pass" else f"throttle {run['share']:.2f}"
+        cond = {"pass": "unchanged", "check": "unchanged check"}.get(
+            run["condition"], f"throttle {run['share']:.2f}"
+        )
         if run.get("excluded"):
             cond += " (excluded)"
         if len(base_runs) < stats.MIN_BASELINE_PASSES:  # the verdict's speed gate needs these
@@ -106,7 +108,7 @@ def main() -> int:
     for run in runs:
         same_host.setdefault(run["gpu_uuid"], []).append(run)
     for rs in same_host.values():
-        ref = [r for r in rs if r["condition"] == "pass"]
+        ref = [r for r in rs if r["condition"] in ("pass", "check")]  # unchanged on this GPU
         if not ref:
             continue
         ref_geo = math.exp(st.fmean(math.log(v) for r in ref for v in r["tok_s"]))
@@ -115,7 +117,7 @@ def main() -> int:
                 geo = math.exp(st.fmean(math.log(v) for v in r["tok_s"]))
                 print(
                     f"slowdown {r['run']} (share {r['share']:.2f}) vs the same GPU's unchanged "
-                    f"pass: {geo / ref_geo - 1:+.1%}"
+                    f"run(s) {', '.join(x['run'] for x in ref)}: {geo / ref_geo - 1:+.1%}"
                 )
                 out[r["run"]]["same_gpu_slowdown"] = geo / ref_geo - 1
     doc = {

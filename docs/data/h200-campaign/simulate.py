@@ -21,6 +21,10 @@ Session 17 stored four more loop passes (a fourth GPU; 7 passes, 21 starts) and 
 0.16-share throttles (-9.9 to -11.8 % against that GPU's passes): the sixth table uses the noise
 of the seven stored passes (start 0.72 %, pass 1.58 %), brackets the pass sd at 2.5 %, and
 judges at the mean 0.16-share slowdown of the five clean throttled runs (-9.6 %).
+Session 19 stored the second day's passes (9 passes, 27 starts, six GPUs) and ran six more
+0.16-share throttles on three more GPUs (-5.1 to -9.4 % against the same GPU's unchanged runs):
+the seventh table uses the noise of the nine stored passes (start 0.85 %, pass 1.43 %) and
+judges at the mean slowdown of the eleven counted 0.16-share runs (-8.5 %).
 
     python docs/data/h200-campaign/simulate.py      # from the repository root, ~5 min
 """
@@ -67,6 +71,12 @@ NOISE_LOOP_S17 = {
     "bracket (0.72 %, 2.5 %)": (0.0072, 0.025),
 }
 PASSES_S17 = (7, 8, 10, 15)
+# session 19: nine stored loop passes over two days (six GPUs), the same bracket
+NOISE_LOOP_S19 = {
+    "measured (0.85 %, 1.43 %)": (0.0085, 0.0143),
+    "bracket (0.85 %, 2.5 %)": (0.0085, 0.025),
+}
+PASSES_S19 = (9, 12, 15)
 LOOP_ENGINE_LEVEL = 0.005 / 3  # h200-transformers since session 16 (check_alpha)
 BASELINES = {
     "committed file (passes 2, 2, 1, 2)": [2, 2, 1, 2],
@@ -173,6 +183,8 @@ def main() -> int:
     loop_engine_table("session 16", NOISE_LOOP_S16, PASSES_S16, share_016=-0.087)
     print()
     loop_engine_table("session 17", NOISE_LOOP_S17, PASSES_S17, share_016=-0.096)
+    print()
+    loop_engine_table("session 19", NOISE_LOOP_S19, PASSES_S19, share_016=-0.085)
     return 0
 
 
