@@ -60,6 +60,12 @@ class SessionOptions:
     rerun_hint: str = "pytest -m perf"  # the command line that selects this run's items
     # item keys this run selected (after --method/-k/--shard); None: not known (every item)
     selected: tuple[str, ...] | None = None
+    # Called with the repeat number k >= 2 after the previous start's engine is stopped and before
+    # the next one starts (``restart_between_repeats`` only). An A/B comparison on a shared host
+    # runs the other configuration's start here, so both sides share the window start by start:
+    # measured on the 2-core CI kind, an unchanged engine ran 17 % slower minutes after its
+    # one-block baseline (docs/baselines.md, "Same-window comparisons must interleave").
+    between_starts: Callable[[int], None] | None = None
 
 
 @dataclass
@@ -220,6 +226,8 @@ class SuiteSession:
             for k in range(1, self.opts.repeat + 1):
                 if k > 1 and self.opts.restart_between_repeats:
                     self.pool.release(f"fresh engine for repeat {k}")
+                    if self.opts.between_starts is not None:
+                        self.opts.between_starts(k)
                     engine = self.engine_for(item)
                     record = engine.record()  # this repeat's engine: its pid, log, start-up
                 s = run_once(k)

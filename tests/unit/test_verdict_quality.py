@@ -22,6 +22,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,29 @@ def test_five_percent_lower_mal_always_fails(proof):
     mal = proof["mal_minus_5"]
     assert all("mean_acceptance_length" in r["failed"] for r in mal), describe(mal, "mal_delta")
     assert all(r["mal_delta"] <= -0.05 for r in mal)
+
+
+def test_between_starts_runs_between_a_runs_fresh_engine_starts(tmp_path):
+    """The hook an interleaved same-window comparison uses (tests/perf/test_cpu_thread_regression):
+    called with k = 2 … repeat, each time after start k-1 was measured and its engine stopped,
+    before start k begins; a run without restarts never calls it."""
+    p = Proof(tmp_path)
+    calls: list[tuple[int, float, bool]] = []
+    try:
+        s = p.session(_suite(), repeat=3, restart=True)
+        s.opts.between_starts = lambda k: calls.append((k, time.time(), s.pool.engine is not None))
+        (item,) = _suite().items(Filters(method=("eagle3",)))
+        run = s.measure(item)
+        plain = p.session(_suite(), repeat=2)
+        plain.opts.between_starts = lambda k: calls.append((k, time.time(), True))
+        plain.measure(item)
+    finally:
+        p.close()
+    assert [k for k, _, _ in calls] == [2, 3]
+    assert not any(alive for _, _, alive in calls), "an engine was still up during the hook"
+    walls = [sm["wall_clock"] for sm in run.summaries]
+    for (k, at, _), before, after in zip(calls, walls[:-1], walls[1:], strict=True):
+        assert before["finished"] <= at <= after["started"], (k, before, at, after)
 
 
 if __name__ == "__main__":
