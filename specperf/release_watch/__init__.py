@@ -13,15 +13,19 @@ Steps for each watched engine:
    from a JSON file for tests and air-gapped hosts (``--versions-file``);
 2. ``specperf env create PKG==VER`` for the pinned and the candidate version — separate
    environments, nothing is installed into the suite's own environment;
-3. ``pytest -m perf`` twice, pinned first, each into its own results directory and with a
+3. ``pytest -m perf`` for each run, pinned first, each into its own results directory and with a
    scratch baselines directory (the repository's baselines are never read or written): the
-   pinned run writes its entries there (``--update-baselines``) and the candidate run starts
-   from a copy, so an item the pinned run sized (``specperf.workload.sizing``) sends the same
-   request count in both runs;
-4. the pinned results become the baseline of the candidate results and the verdict module judges
-   them (same tolerances, same rules, messages with both engine versions); a same-run rule that
-   also fails on the pinned version is not blamed on the release; an item the candidate measured
-   differently (its fingerprint differs: stale) fails, since it was not compared;
+   pinned runs write their entries there (``--update-baselines``, later ones appending) and the
+   candidate run starts from a copy, so an item the pinned run sized
+   (``specperf.workload.sizing``) sends the same request count in every run. With
+   ``--pinned-runs N`` the pinned release runs N times around the candidate (P C P, P P C P, …);
+4. the pinned results (each run one pass) become the baseline of the candidate results and the
+   verdict module judges them (same tolerances, same rules, messages with both engine
+   versions); with 3 or more pinned runs speed is judged at the pass level, so the host's drift
+   between runs is in the baseline's spread, not read as a change of the release (judging.py);
+   a same-run rule that also fails on a pinned run is not blamed on the release; an item the
+   candidate measured differently (its fingerprint differs: stale) fails, since it was not
+   compared;
 5. ``specperf report CANDIDATE --compare PINNED`` and a ``watch.json`` / ``watch.md`` summary
    (also appended to $GITHUB_STEP_SUMMARY). Exit 1 names each regressing release; exit 2 means
    the watch could not judge (e.g. the pinned run produced nothing).
@@ -124,6 +128,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run_p.add_argument("--no-report", action="store_true", help="skip specperf report")
     run_p.add_argument(
+        "--pinned-runs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the pinned release N times around the candidate (default 1); N >= 3 judges "
+        "speed against N passes, so a drift of the host between runs is not read as a change",
+    )
+    run_p.add_argument(
         "pytest_args",
         nargs=argparse.REMAINDER,
         help="after --: extra pytest arguments (filters, -n, ...)",
@@ -176,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
             settings=settings,
             pytest_args=extra,
             make_report=not args.no_report,
+            pinned_runs=args.pinned_runs,
         )
         for t in targets
     ]

@@ -1,61 +1,106 @@
-"""Judging the candidate release: the pinned run of the same night as an in-memory baseline,
-and the verdict module's checks of the candidate against it."""
+"""Judging the candidate release: the pinned runs of the same night as an in-memory baseline,
+and the verdict module's checks of the candidate against it.
+
+Several pinned runs (``--pinned-runs``, bracketing the candidate: watch.py) are several passes
+of that baseline, so speed is judged at the pass level (``stats``: the unit is the pass) and
+what the host drifts between runs is in the baseline's spread. One pinned run is one pass: its
+starts are taken as independent and a drift between the two runs reads as a change — on the
+2-core CI kind an unchanged engine ran 17 % slower minutes after a one-block baseline
+(docs/baselines.md, "Same-window comparisons must interleave")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as _dt
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from specperf.errors import SpecperfError
+from specperf.stats import MIN_BASELINE_PASSES
 
 
-def baseline_from_results(pinned: Mapping[str, Any], policies: Mapping[str, Any]) -> Any:
-    """The pinned run as an in-memory baseline file (one entry per item key)."""
+def _run_date(res: Any, run: int) -> str:
+    """The pass label's date for one pinned run: when its item started, and which run it was
+    (``baselines.pass_label`` tells passes apart by host, date and boot id)."""
+    started = (res.summary.get("wall_clock") or {}).get("started")
+    when = _dt.datetime.now(_dt.timezone.utc)
+    if isinstance(started, int | float):
+        when = _dt.datetime.fromtimestamp(started, _dt.timezone.utc)
+    return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} pinned run {run}"
+
+
+def baseline_from_results(
+    pinned: Mapping[str, Any] | Sequence[Mapping[str, Any]], policies: Mapping[str, Any]
+) -> Any:
+    """The pinned run(s) as an in-memory baseline file (one entry per item key): each run's
+    starts appended as a pass of their own."""
     from specperf.baselines import BaselineFile, make_entry
     from specperf.verdict import figure
 
+    runs = [pinned] if isinstance(pinned, Mapping) else list(pinned)
     bf = BaselineFile(Path("<pinned run>"))
-    for k, res in pinned.items():
-        figures = res.figures or {m: {"value": figure(res.summary, m)} for m in policies}
-        bf.entries[k] = make_entry(
-            res.key,
-            figures,
-            policies,
-            fingerprint=res.fingerprint,
-            provenance={
-                "source": "measured",
-                "engine_version": res.engine_version,
-                "note": "pinned engine, same night and machine (release watch)",
-                # measured beside the candidate: one host state, so a one-day baseline gates
-                "same_window": True,
-            },
-            hardware_profile=res.hardware_profile or "unknown",
-        )
+    for i, run in enumerate(runs, 1):
+        for k, res in run.items():
+            figures = res.figures or {m: {"value": figure(res.summary, m)} for m in policies}
+            bf.entries[k] = make_entry(
+                res.key,
+                figures,
+                policies,
+                fingerprint=res.fingerprint,
+                provenance={
+                    "source": "measured",
+                    "engine_version": res.engine_version,
+                    "date": _run_date(res, i),
+                    "note": "pinned engine, same night and machine (release watch)",
+                    # measured beside the candidate: one host state, so a one-day baseline gates
+                    "same_window": True,
+                },
+                hardware_profile=res.hardware_profile or "unknown",
+                previous=bf.entries.get(k),
+            )
     return bf
 
 
-def judge(pinned_dir: Path, candidate_dir: Path) -> tuple[list[Any], list[str], dict[str, int]]:
+def judge(
+    pinned_dirs: Path | Sequence[Path], candidate_dir: Path
+) -> tuple[list[Any], list[str], dict[str, int]]:
     """(failed checks to blame on the candidate, notes, status counts): the candidate results
-    judged by the verdict module against the pinned results of the same night. An item whose
-    fingerprint differs from the pinned run's (stale) fails: it was not compared, and "not
-    compared" is not a pass; a gated check that could not be evaluated is a note."""
+    judged by the verdict module against the pinned runs of the same night (one pass each). An
+    item whose fingerprint differs from the pinned run's (stale) fails: it was not compared, and
+    "not compared" is not a pass; a gated check that could not be evaluated is a note."""
     from specperf import verdict
 
-    pinned = verdict.load_results([pinned_dir])
-    if not pinned:
-        raise SpecperfError(f"{pinned_dir}: the pinned run wrote no item results")
+    dirs = [pinned_dirs] if isinstance(pinned_dirs, Path) else list(pinned_dirs)
+    runs = []
+    for d in dirs:
+        run = verdict.load_results([d])
+        if not run:
+            raise SpecperfError(f"{d}: the pinned run wrote no item results")
+        runs.append(run)
+    pinned = runs[0]
+    for run in runs[1:]:
+        pinned = {**run, **pinned}  # every item any pinned run measured
     cand = verdict.load_results([candidate_dir]) if candidate_dir.is_dir() else {}
-    snap = verdict.read_suite_snapshot([pinned_dir])
+    snap = verdict.read_suite_snapshot(dirs[:1])
     policies = verdict.policies_from_snapshot(snap)
-    bf = baseline_from_results(pinned, policies)
+    bf = baseline_from_results(runs, policies)
     notes: list[str] = []
+    if len(runs) < MIN_BASELINE_PASSES:
+        notes.append(
+            f"speed judged against {len(runs)} pinned run(s): fewer than {MIN_BASELINE_PASSES} "
+            "passes, so their starts are taken as independent and a drift of the host between "
+            "the runs reads as a change (--pinned-runs 3 brackets the candidate)"
+        )
     fails: list[Any] = []
     counts: dict[str, int] = {}
     if cand:
         v = verdict.evaluate_results([candidate_dir], baselines=bf)
-        own = verdict.evaluate_results([pinned_dir], baselines=bf)
-        pinned_rule_fails = {(c.key, c.rule) for c in own.failed if c.rule}
+        pinned_rule_fails = {
+            (c.key, c.rule)
+            for d in dirs
+            for c in verdict.evaluate_results([d], baselines=bf).failed
+            if c.rule
+        }
         for c in v.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
             if c.status != "fail":

@@ -24,7 +24,8 @@ class WatchResult:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
-    pinned_dir: str | None = None
+    pinned_dir: str | None = None  # the first pinned run (the report compares with it)
+    pinned_dirs: list[str] = field(default_factory=list)  # every pinned run, in run order
     candidate_dir: str | None = None
     report: str | None = None
 
@@ -46,6 +47,7 @@ class WatchResult:
             "notes": self.notes,
             "counts": self.counts,
             "pinned_dir": self.pinned_dir,
+            "pinned_dirs": self.pinned_dirs,
             "candidate_dir": self.candidate_dir,
             "report": self.report,
         }

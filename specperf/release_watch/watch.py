@@ -1,5 +1,5 @@
-"""One watched engine, end to end: newest release, both environments, both suite runs, the
-judgement and the comparison report."""
+"""One watched engine, end to end: newest release, both environments, the pinned runs around
+the candidate run, the judgement and the comparison report."""
 
 from __future__ import annotations
 
@@ -33,8 +33,13 @@ def watch_target(
     python: str = sys.executable,
     runner: Runner = run_logged,
     make_report: bool = True,
+    pinned_runs: int = 1,
 ) -> WatchResult:
-    """Pinned vs newest release of one engine (see the module doc)."""
+    """Pinned vs newest release of one engine (see the module doc). ``pinned_runs`` > 1 runs
+    the pinned release that many times around the candidate (half before, the rest after:
+    P C P, P P C P, P P C P P …), each run a pass of the baseline (judging.py says why)."""
+    if pinned_runs < 1:
+        raise SpecperfError(f"--pinned-runs {pinned_runs}: must be >= 1")
     settings = dict(settings or {})
     settings.pop(target.setting, None)
     res = WatchResult(target, suite, candidate, "error", "")
@@ -55,8 +60,12 @@ def watch_target(
     base = results_dir / _safe(target.engine)
     log = base / "watch.log"
     pinned_dir = base / f"pinned-{_safe(target.pinned)}"
+    pinned_dirs = [pinned_dir] + [
+        base / f"pinned-{_safe(target.pinned)}-run{i}" for i in range(2, pinned_runs + 1)
+    ]
     cand_dir = base / f"candidate-{_safe(cand)}"
     res.pinned_dir, res.candidate_dir = str(pinned_dir), str(cand_dir)
+    res.pinned_dirs = [str(d) for d in pinned_dirs]
     if target.uses_env:
         for which, ver in (("pinned", target.pinned), ("candidate", cand)):
             cmd = [python, "-m", "specperf.cli", "env", "create", target.env_spec(ver)]
@@ -66,11 +75,14 @@ def watch_target(
                     res.status = "regression"
                     res.failures.append(f"{target.package} {ver} does not install (see {log})")
                 return res
-    runs = (("pinned", target.pinned, pinned_dir), ("candidate", cand, cand_dir))
-    rcs: dict[str, int] = {}
+    before = (pinned_runs + 1) // 2  # the candidate sits in the middle of the pinned runs
+    runs = [("pinned", target.pinned, d) for d in pinned_dirs[:before]]
+    runs.append(("candidate", cand, cand_dir))
+    runs += [("pinned", target.pinned, d) for d in pinned_dirs[before:]]
     for which, ver, out in runs:
         scratch = base / f"baselines-{which}"  # the repository's baselines stay out
-        shutil.rmtree(scratch, ignore_errors=True)
+        if which == "candidate" or out == pinned_dir:  # later pinned runs append their starts
+            shutil.rmtree(scratch, ignore_errors=True)
         if which == "candidate" and (base / "baselines-pinned").is_dir():
             # the pinned run's entries fix each item's request count (an item its first start
             # found too short is sized: specperf.workload.sizing), so both releases measure
@@ -88,11 +100,11 @@ def watch_target(
             pytest_args,
             update_baselines=which == "pinned",
         )
-        rcs[which] = runner(cmd, log)
-        if rcs[which] not in (0, 1):
-            res.notes.append(f"{which} run ended with pytest exit code {rcs[which]} (see {log})")
+        rc = runner(cmd, log)
+        if rc not in (0, 1):
+            res.notes.append(f"{out.name} run ended with pytest exit code {rc} (see {log})")
     try:
-        failures, notes, counts = judge(pinned_dir, cand_dir)
+        failures, notes, counts = judge(pinned_dirs, cand_dir)
     except SpecperfError as exc:
         res.message = f"cannot judge {target.package} {cand}: {exc}"
         return res

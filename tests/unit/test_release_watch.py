@@ -33,7 +33,9 @@ def results_copy(root: Path, name: str, version: str, *, slower: bool = False) -
         if slower and f.parent.name == SLOW_ITEM:
             for m in ("output_throughput_tok_s", "mean_acceptance_length"):
                 s[m] *= 0.9
-                s["figures"][m]["value"] *= 0.9
+                fig = s["figures"][m]
+                fig["value"] *= 0.9
+                fig["starts"] = [v * 0.9 for v in fig.get("starts") or []]
         f.write_text(json.dumps(s))
     snap = json.loads((out / "suite.json").read_text())
     snap["rules"].append(
@@ -280,6 +282,40 @@ def test_regressing_release_fails_and_is_named(
     data = json.loads((tmp_path / "w" / "watch.json").read_text())
     assert data["results"][0]["status"] == "regression"
     assert rw.exit_code([res]) == 1
+
+
+def test_pinned_runs_bracket_the_candidate_and_are_judged_as_passes(tmp_path: Path) -> None:
+    """--pinned-runs 3: P P C P, each pinned run appending to the scratch baselines, the
+    candidate judged at the pass level (no "taken as independent" note); one pinned run gets
+    the note instead."""
+    runner = FakeRunner(
+        {
+            "0.32.0": results_copy(tmp_path, "p", "0.32.0"),
+            "0.33.0": results_copy(tmp_path, "c", "0.33.0", slower=True),
+        }
+    )
+    res = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w", runner=runner, pinned_runs=3
+    )
+    cmds = [c for c in runner.calls if c[1:3] == ["-m", "pytest"]]
+    outs = [Path(c[c.index("--results-dir") + 1]).name for c in cmds]
+    assert outs == ["pinned-0.32.0", "pinned-0.32.0-run2", "candidate-0.33.0", "pinned-0.32.0-run3"]
+    assert ["--update-baselines" in c for c in cmds] == [True, True, False, True]
+    assert res.pinned_dirs == [
+        str(tmp_path / "w" / "vllm" / o) for o in (outs[0], outs[1], outs[3])
+    ]
+    assert res.status == "regression", res.failures
+    (tok,) = [f for f in res.failures if "output_throughput_tok_s" in f]
+    assert "-10.0%" in tok and "unit: the pass" in tok and "3 baseline passes" in tok, tok
+    assert not [n for n in res.notes if "pinned run(s)" in n], res.notes
+    one = rw.watch_target(
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w1", runner=runner
+    )
+    assert [n for n in one.notes if "against 1 pinned run(s)" in n], one.notes
+    with pytest.raises(SpecperfError, match="--pinned-runs 0: must be >= 1"):
+        rw.watch_target(
+            TARGET, suite="s", source=SOURCE, results_dir=tmp_path, runner=runner, pinned_runs=0
+        )
 
 
 def test_same_results_pass(tmp_path: Path) -> None:

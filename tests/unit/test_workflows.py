@@ -115,6 +115,8 @@ def test_release_watch_and_pr_shape() -> None:
     assert rw["on"]["schedule"] and "workflow_dispatch" in rw["on"]
     run = "\n".join(scripts(rw))
     assert "specperf watch run" in run and "specperf watch latest" in run
+    assert '--pinned-runs "$PINNED_RUNS"' in run  # speed judged against passes (judging.py)
+    assert "'3'" in rw["env"]["PINNED_RUNS"]
     assert "-- tests/perf -n" in run
     pr = load("pr-cpu.yml")
     assert "pull_request" in pr["on"]
