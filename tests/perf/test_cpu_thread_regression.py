@@ -23,7 +23,7 @@ sides alike instead of turning the later one red. The session's ``between_starts
 baseline starts between a run's own starts. Seven passes, not five: the pass-level t test has passes
 − 1 degrees of freedom, and with four a −76 % throttled run against the noisiest recorded baseline
 (starts 275-456 tok/s, one busy process beside the test) sits exactly at the level (p 0.0017); with
-six it is p ≈ 0.0003.
+six it is p ≈ 0.0003 (those five values and two more inside their range).
 
 The slowdown: ``benchmarks/throttle_engine.py --under <this pid>`` stops the process group of
 this test's own vLLM server ``THROTTLE_SHARE`` of the time (SIGSTOP/SIGCONT every 100 ms), which
