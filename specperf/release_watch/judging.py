@@ -29,15 +29,12 @@ def _run_date(res: Any, run: int) -> str:
     return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} pinned run {run}"
 
 
-def baseline_from_results(
-    pinned: Mapping[str, Any] | Sequence[Mapping[str, Any]], policies: Mapping[str, Any]
-) -> Any:
-    """The pinned run(s) as an in-memory baseline file (one entry per item key): each run's
+def baseline_from_results(runs: Sequence[Mapping[str, Any]], policies: Mapping[str, Any]) -> Any:
+    """The pinned runs as an in-memory baseline file (one entry per item key): each run's
     starts appended as a pass of their own."""
     from specperf.baselines import BaselineFile, make_entry
     from specperf.verdict import figure
 
-    runs = [pinned] if isinstance(pinned, Mapping) else list(pinned)
     bf = BaselineFile(Path("<pinned run>"))
     for i, run in enumerate(runs, 1):
         for k, res in run.items():
@@ -77,9 +74,9 @@ def judge(
         if not run:
             raise SpecperfError(f"{d}: the pinned run wrote no item results")
         runs.append(run)
-    pinned = runs[0]
-    for run in runs[1:]:
-        pinned = {**run, **pinned}  # every item any pinned run measured
+    pinned: dict[str, Any] = {}  # every item any pinned run measured (the first run's result)
+    for run in reversed(runs):
+        pinned.update(run)
     cand = verdict.load_results([candidate_dir]) if candidate_dir.is_dir() else {}
     snap = verdict.read_suite_snapshot(dirs[:1])
     policies = verdict.policies_from_snapshot(snap)
