@@ -23,6 +23,7 @@ import httpx
 from specperf.engines.base import EngineClient
 from specperf.errors import ConfigError
 from specperf.schemas import Counters, PromptItem, RequestRecord, SamplingParams, WorkloadSpec
+from specperf.workload.gcpause import GcPauses, pause_note, quiet_gc
 from specperf.workload.plan import (
     WARMUP_PROMPTS,
     Conversation,
@@ -100,6 +101,7 @@ class WorkloadResult:
     stop_reason: str | None = None  # why the item ended early, if it did
     warmup_failed: int = 0
     seed: int = 0
+    client_gc: GcPauses | None = None  # the measuring process's collector in the window
 
     @property
     def order_hash(self) -> str:
@@ -132,9 +134,12 @@ async def run_workload(
     warmup_items: Sequence[PromptItem] = (),
     progress: Callable[[int, int], None] | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    freeze_gc: bool = True,
 ) -> WorkloadResult:
     """Warm up, reset the prefix cache, snapshot counters, run the measured closed loop,
-    snapshot again. ``on_record`` sees each measured record as soon as it finishes."""
+    snapshot again. ``on_record`` sees each measured record as soon as it finishes.
+    ``freeze_gc``: keep this process's garbage collector from scanning its old heap during the
+    measured loop (specperf.workload.gcpause; off only to measure what that changes)."""
     if workload.concurrency < 1:
         raise ConfigError(f"workload: concurrency must be >= 1, got {workload.concurrency}")
     plan, order, repeat, unmeasured = plan_requests(items, workload.num_requests, workload.seed)
@@ -162,6 +167,7 @@ async def run_workload(
     reset: bool | None = None
     before = after = Counters()
     warm_failed = 0
+    gc_pauses: GcPauses | None = None
     async with _http_client(timeout=timeout, limits=limits, trust_env=False) as http:
         runner = _Runner(client, http, sampling, workload, deadline)
 
@@ -194,7 +200,6 @@ async def run_workload(
             before = await _settled_counters(client, notes, "before the measured phase")
 
             # -- measured phase --------------------------------------------------------------
-            runner.t0 = time.perf_counter()
             total = workload.num_requests
 
             def done(rec: RequestRecord, end: float) -> None:
@@ -203,7 +208,9 @@ async def run_workload(
                 if progress:
                     progress(len(records), total)
 
-            await _run_slots(runner, plan, workload.concurrency, on_record, done)
+            with quiet_gc(freeze_gc) as gc_pauses:
+                runner.t0 = time.perf_counter()
+                await _run_slots(runner, plan, workload.concurrency, on_record, done)
             if not runner.engine_died:
                 after = await _settled_counters(client, notes, "after the measured phase")
             else:
@@ -212,6 +219,8 @@ async def run_workload(
         notes.append(f"item ended early: {runner.stop_reason}")
     records.sort(key=lambda r: (r.sent_s, r.index))
     duration = (max(ends) - runner.t0 - min(r.sent_s for r in records)) if records else 0.0
+    if gc_pauses is not None and (note := pause_note(gc_pauses, duration)):
+        notes.append(note)
     return WorkloadResult(
         records=records,
         duration_s=max(0.0, duration),
@@ -228,4 +237,5 @@ async def run_workload(
         stop_reason=runner.stop_reason,
         warmup_failed=warm_failed,
         seed=workload.seed,
+        client_gc=gc_pauses,
     )

@@ -36,7 +36,11 @@ tier = "smoke"
 kind = "calibration-release"
 label = "calib"
 env = {{ SPECPERF_RELEASE = "${{calib_version}}" }}
-options = {{ step_ms = 20, ttft_ms = 20, output_tokens = 16, release_speeds = "{speeds}" }}
+# a 100 ms first token: the client's fixed cost per request (~10 ms here, several times that on
+# a busy CI host) is not scaled by the release's speed, so the shorter the request, the more
+# it waters down the dialled 10 % (ngram's 16 tokens took ~120 ms with a 20 ms TTFT, and a CI
+# run measured it well under 5 % slower)
+options = {{ step_ms = 20, ttft_ms = 100, output_tokens = 16, release_speeds = "{speeds}" }}
 
 [models.calib-model]
 path = "calibration-model"
@@ -170,9 +174,11 @@ def test_three_pinned_runs_around_the_candidate_still_name_a_10_percent_slower_r
     tmp_path: Path,
 ) -> None:
     """``--pinned-runs 3`` (P P C P): the baseline is three passes and the candidate is judged at
-    the pass level; the dialled 10 % is still red through the engine-wide check (p ≈ 1e-5
-    here). Per item, three passes leave 2 degrees of freedom: measured, the native item was red
-    at p 0.00056 (level 0.00083) and the ngram item green, so neither is asserted."""
+    the pass level; the dialled 10 % is still red. Which check names it is not fixed: three
+    passes leave each item 2 degrees of freedom, and the engine-wide check averages the two
+    items' ratios, so a run where one item's drop is watered down by host noise is red on the
+    other item alone (a CI run: native −8.2 %, p 0.00056 at the level 0.00083; engine-wide
+    green) and a run where both items drop ~9 % is red engine-wide."""
     rc, res = watch(tmp_path, ["1.0", "1.1"], args=("--pinned-runs", "3"))
     assert (rc, res["status"], res["candidate"]) == (1, "regression", "1.1"), res
     assert [Path(d).name for d in res["pinned_dirs"]] == [
@@ -181,7 +187,7 @@ def test_three_pinned_runs_around_the_candidate_still_name_a_10_percent_slower_r
         "pinned-1.0-run3",
     ]
     tok = [f for f in res["failures"] if "output_throughput_tok_s" in f]
-    assert [f for f in tok if f.startswith("engine calib: engine-wide")], res["failures"]
+    assert tok, res["failures"]
     items = [f for f in tok if not f.startswith("engine ")]
     assert all("unit: the pass" in f and "3 baseline passes" in f for f in items), items
     assert not [f for f in res["failures"] if "mean_acceptance_length" in f]
