@@ -21,7 +21,7 @@ set -euo pipefail
 # pinned by unit tests (tests/unit/test_plugin.py), and stale committed fingerprints by
 # tests/unit/test_committed_baselines.py.
 MAIN_PYTEST=(pytest -m perf)
-CI_PYTEST=(pytest -ra tests/unit tests/browser tests/integration tests/perf)
+CI_PYTEST=(pytest -ra --durations=30 tests/unit tests/browser tests/integration tests/perf)
 
 # Pins: the suite venv's torch (the CPU build) and the engine environments.
 TORCH_PIN="torch==2.13.0"
