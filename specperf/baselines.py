@@ -5,14 +5,14 @@ its own, ``baselines/<folder>/<profile>.json``). Every metric a machine can move
 acceptance, output length — is therefore compared only with figures of the same profile, and
 profiles never overwrite each other. Entries are keyed
 ``model/engine/method/dataset/c<N>/sampling``; each metric is ``{"value", "direction",
-"tolerance", "starts": [{"value", "host", "date", "engine_version"}, ...]}`` — one value per
-ENGINE START, the unit the verdict statistics use (specperf.stats) — and each entry carries
-provenance and the fingerprint of everything that makes two runs comparable. An update of the
-same fingerprint and engine version appends its starts (those of the last ``KEEP_PASSES`` passes,
-at most ``KEEP_STARTS``, are kept);
-anything else replaces the entry. Updates take a file lock, re-read the file, merge and
-replace it atomically, so N xdist workers writing at once lose nothing and a reader never sees
-a half-written file. The format is documented in docs/baselines.md.
+"tolerance", "starts": [{"value", "host", "date", "engine_version", "boot_id", "cpu"}, ...]}``
+— one value per ENGINE START, the unit the verdict statistics use (specperf.stats) — and each
+entry carries provenance and the fingerprint of everything that makes two runs comparable. An
+update of the same fingerprint and engine version appends its starts (those of the last
+``KEEP_PASSES`` passes, at most ``KEEP_STARTS``, are kept); anything else replaces the entry.
+Updates take a file lock, re-read the file, merge and replace it atomically, so N xdist
+workers writing at once lose nothing and a reader never sees a half-written file. The format
+is documented in docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ def t995(df: int) -> float:
     if df >= 60:
         return 2.660
     return _T995[max(k for k in _T995 if k <= df)] if df >= 2 else float("inf")
+
+
+# start field <- provenance field: the machine a start ran on
+_START_MACHINE = {"boot_id": "boot_id", "cpu": "cpu_signature"}
 
 
 def pass_label(start: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -332,6 +336,9 @@ def make_entry(
         "date": prov["date"],
         "engine_version": prov.get("engine_version"),
     }
+    # which machine and CPU each start ran on, where the run knows (pass_label, and the speed
+    # verdict's other-CPU rule); older files' starts lack them
+    stamp.update({k: prov[f] for k, f in _START_MACHINE.items() if prov.get(f)})
     metrics: dict[str, BaselineMetric] = {}
     for name, fig in figures.items():
         value = fig.get("value")

@@ -39,6 +39,41 @@ def cpu_vendor() -> str:
     return slug(platform.machine()) or "unknown"
 
 
+def cpu_signature(cpuinfo: str | None = None) -> str | None:
+    """``<vendor> family F model M stepping S`` of the first processor in ``cpuinfo`` (default:
+    /proc/cpuinfo; None when unreadable). Why: a VM's model name can be just "AMD EPYC" or
+    "Intel Xeon Processor", one profile name for several CPU generations; the family/model
+    numbers tell them apart, so the speed verdict can refuse a baseline measured on another
+    generation (``verdict.gates.speed_baseline_other_cpu``)."""
+    if cpuinfo is None:
+        cpuinfo = ""
+        with contextlib.suppress(OSError):
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block only
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip().lower(), value.strip())
+    numbers = [("family", "cpu family"), ("model", "model"), ("stepping", "stepping")]
+    found = [(k, fields[f]) for k, f in numbers if fields.get(f)]
+    if len(found) < 2 or found[0][0] != "family" or found[1][0] != "model":
+        return None
+    vendor = fields.get("vendor_id", "")
+    vendor = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(vendor, slug(vendor) or "cpu")
+    return " ".join([vendor, *(f"{k} {v}" for k, v in found)])
+
+
+def boot_id() -> str | None:
+    """This boot's id (/proc/sys/kernel/random/boot_id): which machine (VM) a pass ran on, where
+    host names repeat (every VM here is called "vm")."""
+    with contextlib.suppress(OSError):
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    return None
+
+
 # Ordered weakest → strongest; a forced cap (env) can only lower the detected class.
 ISA_CLASSES = ("base", "avx2", "avx512", "amx")
 # What the kernels' own knobs accept → our class. ATEN_CPU_CAPABILITY drives PyTorch's

@@ -10,7 +10,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specperf.environment.host import cpu_model, cpu_profile, cpu_vendor, isa_class
+from specperf.environment.host import (
+    boot_id,
+    cpu_model,
+    cpu_profile,
+    cpu_signature,
+    cpu_vendor,
+    isa_class,
+)
 from specperf.environment.names import gpu_slug
 from specperf.environment.nvml import gpu_indices, gpu_inventory
 
@@ -91,6 +98,8 @@ def environment_record(
         "cpu_model": cpu_model(),
         "cpu_vendor": cpu_vendor(),
         "cpu_isa_class": isa_class(),
+        "cpu_signature": cpu_signature(),
+        "boot_id": boot_id(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "cpus_used": list(cpus) or None,

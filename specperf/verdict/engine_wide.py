@@ -10,7 +10,7 @@ from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
 from specperf.config import ItemKey, MetricPolicy, Suite
 from specperf.schemas import NATIVE
 from specperf.verdict.checks import Check
-from specperf.verdict.gates import speed_baseline_short
+from specperf.verdict.gates import speed_baseline_unfit
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
@@ -58,7 +58,7 @@ def engine_wide_checks(
                 bm = entry.metrics[metric]
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
                     continue
-                why = speed_baseline_short(r.summary, entry, metric) if pol.hardware_bound else None
+                why = speed_baseline_unfit(r.summary, entry, metric) if pol.hardware_bound else None
                 if why:
                     days_short.append(why)
                     continue

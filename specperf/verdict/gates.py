@@ -142,6 +142,41 @@ def speed_baseline_short(
     return None
 
 
+def speed_baseline_other_cpu(
+    summary: Mapping[str, Any], entry: BaselineEntry, metric: str
+) -> str | None:
+    """Why a hardware-bound metric's baseline cannot judge this machine's CPU (None: it can).
+    Where the engine computes on the CPU (no GPU in the run's environment), a start's speed
+    belongs to its CPU generation, and a VM's model name may not say which: two 2-core VMs
+    named "AMD EPYC" (AVX-512) share the profile ``cpu-amd-epyc-avx512-2c``. So when the
+    baseline's starts record their CPU (``cpu``: vendor, family, model, stepping) and none was
+    this one, the speed is reported, not judged, until this CPU's starts are appended.
+    Starts without the record (files made before it) are not judged by this rule."""
+    env = summary.get("environment") or {}
+    here = env.get("cpu_signature")
+    bm = entry.metrics.get(metric)
+    if env.get("gpus") or not here or bm is None or entry.provenance.get("same_window"):
+        return None
+    seen = sorted({str(s["cpu"]) for s in bm.starts or [] if s.get("cpu")})
+    if not seen or here in seen:
+        return None
+    return (
+        f"baseline starts measured on CPU {'; '.join(seen)}, this host is {here}: one profile "
+        "name, another CPU generation; append this CPU's starts with --update-baselines"
+    )
+
+
+def speed_baseline_unfit(
+    summary: Mapping[str, Any], entry: BaselineEntry, metric: str
+) -> str | None:
+    """Why a hardware-bound metric's baseline cannot gate this run (None: it can): its starts
+    span too few days or passes (``speed_baseline_short``), or none ran on this CPU
+    (``speed_baseline_other_cpu``). Items and the engine-wide check both ask this."""
+    return speed_baseline_short(summary, entry, metric) or speed_baseline_other_cpu(
+        summary, entry, metric
+    )
+
+
 def delivery_bound(summary: Mapping[str, Any]) -> str | None:
     """Why the item's latencies describe the delivery of the stream, not the engine (None: they
     describe the engine). Set by the client when chunks arrived in bursts."""
@@ -285,7 +320,7 @@ def evaluate_item(
         # (a fast machine's short item must not turn it into a gated, unevaluated check: that
         # skips the item and fails --strict-baselines for a gate that was not on). Then the
         # item's own length: a gated speed of a too-short item is not evaluated.
-        days = speed_baseline_short(result.summary, entry, metric) if pol.hardware_bound else None
+        days = speed_baseline_unfit(result.summary, entry, metric) if pol.hardware_bound else None
         if days:
             c.status, c.gated = "not_evaluated", False
             c.reason = join(c.reason, days)

@@ -92,12 +92,37 @@ def test_isa_class(flags, env, expected) -> None:
     assert env_mod.isa_class(flags, env) == expected
 
 
+ZEN5_VM = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+stepping\t: 1
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+"""
+
+
+def test_cpu_signature_names_the_generation_the_model_name_hides() -> None:
+    """The VM's model name is only "AMD EPYC"; family/model/stepping of the first processor
+    say which generation it is. Too little to tell (no model number) is None, not a guess."""
+    assert env_mod.cpu_signature(ZEN5_VM) == "amd family 26 model 2 stepping 1"
+    xeon = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+    assert env_mod.cpu_signature(xeon) == "intel family 6 model 143"
+    assert env_mod.cpu_signature("vendor_id\t: AuthenticAMD\ncpu family\t: 26\n") is None
+    assert env_mod.cpu_signature("") is None
+
+
 def test_environment_record_on_this_machine(tmp_path: Path) -> None:
     rec = environment_record(repo=Path(__file__).resolve().parents[2])
     assert rec["hardware_profile"].startswith("cpu-") or rec["hardware_profile"].startswith(
         "nvidia-"
     )
     assert rec["python"] and rec["cpu_model"] and rec["cpu_logical_cores"] >= 1
+    assert "cpu_signature" in rec and "boot_id" in rec
     assert rec["specperf_version"]
     assert rec["suite_git"]["commit"] is None or len(rec["suite_git"]["commit"]) == 40
     assert environment_record(repo=tmp_path)["suite_git"] == {"commit": None, "dirty": None}

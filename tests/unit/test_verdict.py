@@ -421,6 +421,80 @@ def test_a_speed_baseline_from_two_runs_reports_instead_of_gating():
     assert "unit: the pass" in by["output_throughput_tok_s"].reason
 
 
+def test_a_cpu_speed_baseline_from_another_cpu_generation_reports_instead_of_gating():
+    """One profile name can cover two CPU generations (a VM's model name may be only "AMD
+    EPYC"): where the engine computes on the CPU and the baseline's starts record their CPU,
+    a run on a CPU none of them had reports its speed with the reason and the way out; MAL
+    still gates. The same CPU, a GPU run, and starts without the record are judged as before."""
+    entry = base_entry()
+    for start in entry.metrics["output_throughput_tok_s"].starts:
+        start["cpu"] = "amd family 25 model 17 stepping 1"
+    env = {"cpu_signature": "amd family 26 model 2 stepping 1", "gpus": []}
+    slow = summary(tok_s=70.0, mal=2.0, environment=env)
+    by = by_metric(vd.evaluate_item(vd.ItemResult(slow), entry, POL, hardware_profile="hw"))
+    tok = by["output_throughput_tok_s"]
+    assert (tok.status, tok.gated) == ("not_evaluated", False)
+    assert "baseline starts measured on CPU amd family 25 model 17 stepping 1" in tok.reason
+    assert "this host is amd family 26 model 2 stepping 1" in tok.reason
+    assert "--update-baselines" in tok.reason
+    assert by["mean_acceptance_length"].status == "fail"
+    assert vd.gated_not_evaluated(list(by.values())) == []
+    bf = bl.BaselineFile(Path("x.json"))
+    bf.entries[KEY.as_str()] = entry
+    wide = {
+        c.metric: c
+        for c in vd.engine_wide_checks({KEY.as_str(): vd.ItemResult(slow)}, bf, POL, alpha=0.0025)
+    }
+    tok_wide = wide["engine-wide output_throughput_tok_s"]
+    assert (tok_wide.status, tok_wide.gated) == ("not_evaluated", False)
+    assert "this host is amd family 26" in tok_wide.reason
+
+    def tok_status(env: dict, e: bl.BaselineEntry = entry) -> str:
+        s = summary(tok_s=70.0, mal=2.0, environment=env)
+        return by_metric(vd.evaluate_item(vd.ItemResult(s), e, POL, hardware_profile="hw"))[
+            "output_throughput_tok_s"
+        ].status
+
+    same_cpu = {"cpu_signature": "amd family 25 model 17 stepping 1", "gpus": []}
+    assert tok_status(same_cpu) == "fail"
+    on_a_gpu = dict(env, gpus=[{"name": "NVIDIA H200"}])
+    assert tok_status(on_a_gpu) == "fail"
+    assert tok_status({"gpus": []}) == "fail"  # this run does not know its CPU
+    assert tok_status(env, base_entry()) == "fail"  # the starts do not record theirs
+
+
+def test_an_update_records_the_machine_and_cpu_of_each_start():
+    """The starts an update appends carry the run's boot id (its pass, where every VM's host
+    name is "vm") and CPU signature, from the provenance the session writes."""
+    e = bl.make_entry(
+        KEY,
+        {"output_throughput_tok_s": {"value": 100.0, "starts": [99.0, 101.0]}},
+        POL,
+        fingerprint=dict(FP),
+        provenance={
+            "engine_version": "0.32.0",
+            "host": "vm",
+            "boot_id": "b-1",
+            "cpu_signature": "amd family 26 model 2 stepping 1",
+        },
+        hardware_profile="hw",
+    )
+    starts = e.metrics["output_throughput_tok_s"].starts
+    assert [(s["boot_id"], s["cpu"]) for s in starts] == [
+        ("b-1", "amd family 26 model 2 stepping 1")
+    ] * 2
+    assert len({bl.pass_label(s) for s in starts}) == 1
+    bare = bl.make_entry(
+        KEY,
+        {"completed": {"value": 16}},
+        POL,
+        fingerprint=dict(FP),
+        provenance={"engine_version": "0.32.0"},
+        hardware_profile="hw",
+    )
+    assert set(bare.metrics["completed"].starts[0]) == {"value", "host", "date", "engine_version"}
+
+
 def test_cross_engine_rule():
     sk = ItemKey("m", "sglang", "eagle3", "mt-bench", 4, "greedy")
     r = rules(
