@@ -151,11 +151,18 @@ def speed_baseline_other_cpu(
     named "AMD EPYC" (AVX-512) share the profile ``cpu-amd-epyc-avx512-2c``. So when the
     baseline's starts record their CPU (``cpu``: vendor, family, model, stepping) and none was
     this one, the speed is reported, not judged, until this CPU's starts are appended.
-    Starts without the record (files made before it) are not judged by this rule."""
+    Starts without the record (files made before it), and a ``specperf bench --url`` summary
+    (its record is the client's machine, the server may be elsewhere) are not judged by it."""
     env = summary.get("environment") or {}
     here = env.get("cpu_signature")
     bm = entry.metrics.get(metric)
-    if env.get("gpus") or not here or bm is None or entry.provenance.get("same_window"):
+    if (
+        env.get("gpus")
+        or env.get("measured_from") == "client machine"
+        or not here
+        or bm is None
+        or entry.provenance.get("same_window")
+    ):
         return None
     seen = sorted({str(s["cpu"]) for s in bm.starts or [] if s.get("cpu")})
     if not seen or here in seen:

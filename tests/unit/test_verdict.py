@@ -460,6 +460,7 @@ def test_a_cpu_speed_baseline_from_another_cpu_generation_reports_instead_of_gat
     on_a_gpu = dict(env, gpus=[{"name": "NVIDIA H200"}])
     assert tok_status(on_a_gpu) == "fail"
     assert tok_status({"gpus": []}) == "fail"  # this run does not know its CPU
+    assert tok_status(dict(env, measured_from="client machine")) == "fail"  # bench --url
     assert tok_status(env, base_entry()) == "fail"  # the starts do not record theirs
 
 
