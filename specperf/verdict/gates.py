@@ -169,7 +169,8 @@ def speed_baseline_other_cpu(
         return None
     return (
         f"baseline starts measured on CPU {'; '.join(seen)}, this host is {here}: one profile "
-        "name, another CPU generation; append this CPU's starts with --update-baselines"
+        "name, another CPU generation; give this CPU a profile of its own "
+        "(--hardware-profile NAME) and adopt it with --update-baselines"
     )
 
 
