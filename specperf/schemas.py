@@ -87,8 +87,8 @@ class WorkloadSpec:
     max_failed_fraction: float = 0.0
     # below this measured duration an item's speed is start-up noise: not judged (verdict)
     min_duration_s: float = 5.0
-    # where no baseline fixes the count, a first start shorter than min_duration_s is measured
-    # again with a whole multiple of the requests (specperf.workload.sizing)
+    # where no baseline fixes the count, a first start shorter than twice min_duration_s is
+    # measured again with a whole multiple of the requests (specperf.workload.sizing)
     size_to_min_duration: bool = True
     # a speed baseline whose starts all come from fewer days than this knows one afternoon's
     # host state, not the machine's: its speeds are reported, not gated (verdict)
