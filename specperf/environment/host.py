@@ -29,13 +29,16 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+_VENDORS = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}  # /proc/cpuinfo vendor_id
+
+
 def cpu_vendor() -> str:
     """``amd`` / ``intel`` / … from /proc/cpuinfo's vendor_id (else the machine name)."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("vendor_id"):
                 v = line.split(":", 1)[1].strip()
-                return {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(v, slug(v))
+                return _VENDORS.get(v, slug(v))
     return slug(platform.machine()) or "unknown"
 
 
@@ -62,7 +65,7 @@ def cpu_signature(cpuinfo: str | None = None) -> str | None:
     if len(found) < 2 or found[0][0] != "family" or found[1][0] != "model":
         return None
     vendor = fields.get("vendor_id", "")
-    vendor = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(vendor, slug(vendor) or "cpu")
+    vendor = _VENDORS.get(vendor, slug(vendor) or "cpu")
     return " ".join([vendor, *(f"{k} {v}" for k, v in found)])
 
 
