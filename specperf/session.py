@@ -216,8 +216,9 @@ class SuiteSession:
             item = _with_requests(item, n)
             fingerprint["num_requests"] = n
             self.progress_line(
-                f"{item.id}: sized to {size.describe()} < {wl.min_duration_s:g} s; measuring "
-                f"again (the short start is kept in {item_dir / sizing.SIZING_DIR})"
+                f"{item.id}: sized to {size.describe()} < {sizing.SIZE_TARGET:g} x the minimum "
+                f"{wl.min_duration_s:g} s; measuring again (the short start is kept in "
+                f"{item_dir / sizing.SIZING_DIR})"
             )
             return True
 
