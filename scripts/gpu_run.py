@@ -305,9 +305,10 @@ def host_identity() -> dict[str, Any]:
 
 
 def annotate_starts(path: Path, since: str, host: dict[str, Any]) -> int:
-    """Add ``gpu_uuid`` and ``boot_id`` to the baseline starts this run wrote (date >= ``since``
-    and this hostname): the device machines may share a hostname, the GPU UUID tells hosts
-    apart. Returns how many starts were annotated."""
+    """Add ``gpu_uuid`` to the baseline starts this run wrote (date >= ``since`` and this
+    hostname): the device machines may share a hostname, the GPU UUID tells hosts apart. The
+    product writes ``boot_id`` itself since 2026-12-04; it is filled in here only where a start
+    lacks it. Returns how many starts were annotated."""
     from specperf.baselines import write_atomic
 
     data = json.loads(path.read_text())
@@ -322,7 +323,8 @@ def annotate_starts(path: Path, since: str, host: dict[str, Any]) -> int:
                     and st.get("host") == host["hostname"]
                     and "gpu_uuid" not in st
                 ):
-                    st["gpu_uuid"], st["boot_id"] = uuid, host.get("boot_id")
+                    st["gpu_uuid"] = uuid
+                    st.setdefault("boot_id", host.get("boot_id"))
                     n += 1
     if n:
         write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

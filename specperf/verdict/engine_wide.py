@@ -43,7 +43,7 @@ def engine_wide_checks(
                 continue
             groups = []
             units: list[str] = []
-            days_short: list[str] = []
+            unfit: list[str] = []
             for r in items:
                 entry = baselines.get(r.key)
                 fig = r.figures.get(metric) or {}
@@ -60,7 +60,7 @@ def engine_wide_checks(
                     continue
                 why = speed_baseline_unfit(r.summary, entry, metric) if pol.hardware_bound else None
                 if why:
-                    days_short.append(why)
+                    unfit.append(why)
                     continue
                 groups.append(
                     (
@@ -72,7 +72,7 @@ def engine_wide_checks(
                 # items of one engine config share its start(s) in a run: one unit
                 units.append(r.summary.get("spec_digest") or r.key.method)
             if not groups:
-                if days_short:  # said once for the engine, report-only like its items' rows
+                if unfit:  # said once for the engine, report-only like its items' rows
                     out.append(
                         Check(
                             f"engine {engine}",
@@ -80,7 +80,7 @@ def engine_wide_checks(
                             "not_evaluated",
                             tolerance=pol.tolerance if min_effect is None else min_effect,
                             direction=pol.direction,
-                            reason=days_short[0],
+                            reason=unfit[0],
                             rule="engine-wide",
                             gated=False,
                         )

@@ -324,14 +324,15 @@ def evaluate_item(
             c.reason = length_note
             checks.append(c)
             continue
-        # A baseline too young to gate speed makes the metric report-only whatever else holds
-        # (a fast machine's short item must not turn it into a gated, unevaluated check: that
-        # skips the item and fails --strict-baselines for a gate that was not on). Then the
-        # item's own length: a gated speed of a too-short item is not evaluated.
-        days = speed_baseline_unfit(result.summary, entry, metric) if pol.hardware_bound else None
-        if days:
+        # A baseline too young (or from another CPU) to gate speed makes the metric report-only
+        # whatever else holds (a fast machine's short item must not turn it into a gated,
+        # unevaluated check: that skips the item and fails --strict-baselines for a gate that
+        # was not on). Then the item's own length: a gated speed of a too-short item is not
+        # evaluated.
+        unfit = speed_baseline_unfit(result.summary, entry, metric) if pol.hardware_bound else None
+        if unfit:
             c.status, c.gated = "not_evaluated", False
-            c.reason = join(c.reason, days)
+            c.reason = join(c.reason, unfit)
             if short:
                 c.reason = join(c.reason, short)
             checks.append(c)

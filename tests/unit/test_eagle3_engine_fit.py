@@ -246,14 +246,18 @@ def test_annotate_starts_marks_only_this_runs_starts(tmp_path: Path) -> None:
     old = {"value": 1.0, "host": "h", "date": "2026-12-01T10:00:00Z"}
     other = {"value": 2.0, "host": "elsewhere", "date": "2026-12-01T12:00:00Z"}
     new = {"value": 3.0, "host": "h", "date": "2026-12-01T12:00:01Z"}
-    data = {"schema": 1, "entries": {"k": {"metrics": {"m": {"starts": [old, other, new]}}}}}
+    # the product writes boot_id itself now: a start that has it keeps it
+    own = {"value": 4.0, "host": "h", "date": "2026-12-01T12:00:02Z", "boot_id": "own"}
+    starts = [old, other, new, own]
+    data = {"schema": 1, "entries": {"k": {"metrics": {"m": {"starts": starts}}}}}
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
     host = {"hostname": "h", "boot_id": "boot", "gpus": [{"uuid": "GPU-1"}]}
-    assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 1
+    assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 2
     starts = json.loads(path.read_text())["entries"]["k"]["metrics"]["m"]["starts"]
     assert "gpu_uuid" not in starts[0] and "gpu_uuid" not in starts[1]
     assert starts[2]["gpu_uuid"] == "GPU-1" and starts[2]["boot_id"] == "boot"
+    assert starts[3]["gpu_uuid"] == "GPU-1" and starts[3]["boot_id"] == "own"
     assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 0  # idempotent
 
 
