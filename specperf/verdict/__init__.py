@@ -38,6 +38,7 @@ from specperf.verdict.checks import EPS, Check, Status, compare
 from specperf.verdict.cli import add_arguments, run
 from specperf.verdict.engine_wide import (
     ENGINE_WIDE_METRICS,
+    ENGINE_WIDE_RULE,
     check_alpha,
     engine_wide_checks,
     suite_levels,
@@ -108,6 +109,7 @@ __all__ = [
     "DEFAULT_MIN_DURATION_S",
     "ENGINE_FINGERPRINT_FIELDS",
     "ENGINE_WIDE_METRICS",
+    "ENGINE_WIDE_RULE",
     "EPS",
     "LATENCY_PREFIXES",
     "REQUESTS",

@@ -14,6 +14,7 @@ from specperf.verdict.gates import speed_baseline_unfit
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
+ENGINE_WIDE_RULE = "engine-wide"  # Check.rule of every engine-wide check
 
 
 def engine_wide_checks(
@@ -81,7 +82,7 @@ def engine_wide_checks(
                             tolerance=pol.tolerance if min_effect is None else min_effect,
                             direction=pol.direction,
                             reason=unfit[0],
-                            rule="engine-wide",
+                            rule=ENGINE_WIDE_RULE,
                             gated=False,
                         )
                     )
@@ -102,7 +103,7 @@ def engine_wide_checks(
                 interval=d.interval,
                 interval_method="95 % t interval of the geometric-mean ratio",
                 reason=d.describe(),
-                rule="engine-wide",
+                rule=ENGINE_WIDE_RULE,
                 gated=True,
                 detectable=d.detectable,
             )

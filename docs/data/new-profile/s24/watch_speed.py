@@ -24,9 +24,10 @@ from specperf.release_watch.judging import baseline_from_results
 TOK_S = "output_throughput_tok_s"
 
 
-def _sees(reason: str) -> float | None:
-    m = re.search(r"sees (-?[0-9.]+)%", reason)
-    return float(m.group(1)) if m else None
+def _sees(c: verdict.Check) -> float | None:
+    """The check's "sees" (``Check.detectable``) in percent."""
+    d = c.detectable
+    return None if d is None or d != d else round(d * 100, 1)
 
 
 def _p(reason: str) -> str:
@@ -41,11 +42,11 @@ def checks(watch: Path) -> None:
     policies = verdict.policies_from_snapshot(verdict.read_suite_snapshot(dirs[:1]))
     bf = baseline_from_results([verdict.load_results([d]) for d in dirs], policies)
     for c in verdict.evaluate_results([cand], baselines=bf).checks:
-        if (c.metric == TOK_S and not c.rule) or c.metric.startswith("engine-wide"):
+        if (c.metric == TOK_S and not c.rule) or c.rule == verdict.ENGINE_WIDE_RULE:
             delta = "n/a" if c.delta is None else f"{c.delta:+.1%}"
             print(
                 f"{c.status:6s} {c.key or 'engine-wide':48s} {c.metric:40s} {delta:>7s} "
-                f"p={_p(c.reason):8s} sees {_sees(c.reason)}%"
+                f"p={_p(c.reason):8s} sees {_sees(c)}%"
             )
 
 
@@ -62,10 +63,10 @@ def passes(runs: list[Path]) -> None:
             for start in range(0, len(others) - n + 1, step):
                 bf = baseline_from_results([loaded[i] for i in others[start : start + n]], policies)
                 for c in verdict.evaluate_results([run], baselines=bf).checks:
-                    s = _sees(c.reason or "")
+                    s = _sees(c)
                     if c.status == "fail":
                         red.append(f"{run}: {c.key} {c.metric} {c.delta:+.1%} p={_p(c.reason)}")
-                    if s is not None and c.metric == f"engine-wide {TOK_S}":
+                    if s is not None and c.rule == verdict.ENGINE_WIDE_RULE and TOK_S in c.metric:
                         wide.append(s)
                     elif s is not None and c.metric == TOK_S and not c.rule:
                         items.append(s)
