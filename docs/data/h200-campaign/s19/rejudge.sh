@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sessions 18-19: judge every stored decode-loop check run (sessions 15-19) with the product's own
+# Sessions 18-19 (and 25 on): judge every stored decode-loop check run (sessions 15-19, 25) with the product's own
 # verdict, `specperf verdict <results> --baseline <file> --strict-baselines`, against a baseline
 # file given as $1 (default: the committed baselines/nvidia-h200x1.json). A check run's results
 # were never stored in the baseline, so this is the verdict a nightly would have given it.
@@ -11,7 +11,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # the loop item's check runs (lt/lu throttled, uc unchanged): session 15 kept results.tar.gz per run, later sessions camp.sh tars
 for tgz in "$ROOT"/docs/data/h200-campaign/s15/t*-results.tar.gz \
-    "$ROOT"/docs/data/h200-campaign/s1[6-9]/{lt,lu,uc}*.tar.gz; do
+    "$ROOT"/docs/data/h200-campaign/s1[6-9]/{lt,lu,uc}*.tar.gz \
+    "$ROOT"/docs/data/h200-campaign/s2[0-9]/{lt,lu,uc}*.tar.gz; do
   [ -f "$tgz" ] || continue
   name=$(basename "$tgz" .tar.gz); name=${name%-results}
   sess=$(basename "$(dirname "$tgz")")
