@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -96,11 +95,6 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
     return out
 
 
-def _p_value(reason: str) -> float | None:
-    m = re.search(r"\bp=([0-9.eE+-]+)", reason or "")
-    return float(m.group(1)) if m else None
-
-
 def judge(run_dir: Path, baselines_dir: Path | None) -> dict[str, Any]:
     """The verdict of one saved run: red/green, failing checks, engine-wide estimates."""
     from specperf.verdict import ENGINE_WIDE_RULE, evaluate_results
@@ -111,7 +105,7 @@ def judge(run_dir: Path, baselines_dir: Path | None) -> dict[str, Any]:
         c.metric.replace("engine-wide ", ""): {
             "ratio": c.measured,
             "status": c.status,
-            "p": _p_value(c.reason),
+            "p": c.p_value,
             "reason": c.reason,
         }
         for c in v.checks

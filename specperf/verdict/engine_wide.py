@@ -106,6 +106,7 @@ def engine_wide_checks(
                 rule=ENGINE_WIDE_RULE,
                 gated=True,
                 detectable=d.detectable,
+                p_value=d.p_value,
             )
             out.append(c)
     return out

@@ -411,6 +411,7 @@ def _decide(
             c.interval_method = "95 % t interval over starts"
         c.status = "fail" if d.regressed else "pass"
         c.detectable = d.detectable
+        c.p_value = d.p_value
         c.reason = join(c.reason, d.describe())
         return
     if pol.gate == "always":

@@ -991,6 +991,23 @@ def test_an_engine_with_one_item_is_judged_engine_wide():
         assert "over 1 item" in c.reason
 
 
+def test_a_statistical_check_carries_its_p_value():
+    """Scripts that tabulate verdicts (benchmarks/verdict_proofs.py, the evidence scripts under
+    docs/data) read the test's p from the check, not by parsing its reason text; the field
+    survives verdict.json. An item check and the engine-wide one, passing and failing."""
+    entry = base_entry()
+    bf = bl.BaselineFile(Path("x.json"))
+    bf.entries[KEY.as_str()] = entry
+    for tok_s in (100.0, 85.0):
+        res = vd.ItemResult(summary(tok_s=tok_s, mal=None, rate=None))
+        item = by_metric(vd.evaluate_item(res, entry, POL, hardware_profile="hw"))
+        wide = vd.engine_wide_checks({KEY.as_str(): res}, bf, POL, alpha=0.0025)
+        for c in [item["output_throughput_tok_s"], *wide]:
+            assert c.p_value is not None, c
+            assert f"p={c.p_value:.2g}" in c.reason, c
+            assert vd.Check.from_json(json.loads(json.dumps(c.to_json()))).p_value == c.p_value
+
+
 def test_a_later_verdict_decides_at_the_runs_own_levels(tmp_path, monkeypatch):
     """The levels come from the whole matrix (a filtered run decides as the full one would);
     the run writes them into suite.json, so `specperf verdict` on its folder — or on one item

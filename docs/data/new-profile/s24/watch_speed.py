@@ -13,7 +13,6 @@ runs are unchanged) and "sees" is what N passes could have named."""
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -30,9 +29,8 @@ def _sees(c: verdict.Check) -> float | None:
     return None if d is None or d != d else round(d * 100, 1)
 
 
-def _p(reason: str) -> str:
-    m = re.search(r"\bp=([0-9.eE+-]+)", reason)
-    return m.group(1) if m else "-"
+def _p(c: verdict.Check) -> str:
+    return "-" if c.p_value is None else f"{c.p_value:.2g}"
 
 
 def checks(watch: Path) -> None:
@@ -46,7 +44,7 @@ def checks(watch: Path) -> None:
             delta = "n/a" if c.delta is None else f"{c.delta:+.1%}"
             print(
                 f"{c.status:6s} {c.key or 'engine-wide':48s} {c.metric:40s} {delta:>7s} "
-                f"p={_p(c.reason):8s} sees {_sees(c)}%"
+                f"p={_p(c):8s} sees {_sees(c)}%"
             )
 
 
@@ -65,7 +63,7 @@ def passes(runs: list[Path]) -> None:
                 for c in verdict.evaluate_results([run], baselines=bf).checks:
                     s = _sees(c)
                     if c.status == "fail":
-                        red.append(f"{run}: {c.key} {c.metric} {c.delta:+.1%} p={_p(c.reason)}")
+                        red.append(f"{run}: {c.key} {c.metric} {c.delta:+.1%} p={_p(c)}")
                     if s is not None and c.rule == verdict.ENGINE_WIDE_RULE and TOK_S in c.metric:
                         wide.append(s)
                     elif s is not None and c.metric == TOK_S and not c.rule:
