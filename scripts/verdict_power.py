@@ -68,7 +68,7 @@ def item_rows(
                 continue
             bm = entry.metrics[metric]
             vals = entry.start_values(metric)
-            if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
+            if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
                 continue
             if len(vals) < stats.MIN_BASELINE_STARTS + k:
                 continue
@@ -147,7 +147,7 @@ def engine_rows(
                     continue
                 bm = entry.metrics[metric]
                 vals = entry.start_values(metric)
-                if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
+                if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
                     continue
                 if len(vals) >= stats.MIN_BASELINE_STARTS + k:
                     series.append((vals, entry.start_passes(metric)))

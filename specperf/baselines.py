@@ -289,15 +289,28 @@ def _keep_recent(
 MAL_METRIC = "mean_acceptance_length"
 
 
-def cannot_fail(metric: str, value: float, direction: str) -> str | None:
-    """Why a stored value would make a gate that can never fail (None: it can fail)."""
+MAL_FLOOR = 1.0  # a verify step always emits one token: MAL never falls below 1
+
+
+def cannot_fail(metric: str, value: float, direction: str, tolerance: float = 0.0) -> str | None:
+    """Why a stored value would make a gate that can never fail (None: it can fail). MAL
+    cannot fall below 1.0, so a baseline within ``tolerance`` of 1.0 (a random head's 1.00-1.03
+    against a 2 % tolerance) could never drop far enough to fail, not only one of exactly 1.0."""
     if direction == "higher" and value <= 0:
         return f"baseline {value:g} with direction higher: no measured value can fall below it"
-    if metric == MAL_METRIC and value <= 1.0 + 1e-9:
-        return (
-            f"MAL {value:g}: the draft accepts nothing (a random head?), so 'accepts fewer "
-            "tokens' can never be seen; use a draft that accepts tokens"
-        )
+    if metric == MAL_METRIC and direction == "higher":
+        if value <= MAL_FLOOR + 1e-9:
+            return (
+                f"MAL {value:g}: the draft accepts nothing (a random head?), so 'accepts fewer "
+                "tokens' can never be seen; use a draft that accepts tokens"
+            )
+        if value * (1 - tolerance) <= MAL_FLOOR + 1e-9:
+            return (
+                f"MAL {value:g} with tolerance {tolerance:.1%}: failing needs a MAL of "
+                f"{value * (1 - tolerance):.4f} or less, and MAL never falls below "
+                f"{MAL_FLOOR:g}; the draft accepts almost nothing (a random head?): use a draft "
+                "that accepts tokens"
+            )
     return None
 
 
@@ -366,7 +379,7 @@ def make_entry(
             # the run's own interval describes the value only when the entry is this run's
             # alone: after an append the median of all kept starts may lie outside it
             interval=list(fig["interval"]) if fig.get("interval") and not kept else None,
-            report_only=cannot_fail(name, float(median), pol.direction),
+            report_only=cannot_fail(name, float(median), pol.direction, pol.tolerance),
         )
     if same and previous is not None:
         size = dict(prov.get("sample_size") or {})

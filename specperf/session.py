@@ -50,6 +50,7 @@ class SessionOptions:
     baselines_dir: Path
     hardware_profile: str
     devices: Devices = field(default_factory=Devices)
+    hardware_profile_overridden: bool = False  # --hardware-profile given, not detected
     repeat: int = 1
     restart_between_repeats: bool = False  # each repeat on a fresh engine start
     tier: str | None = None
@@ -175,7 +176,9 @@ class SuiteSession:
         )
         item_dir = self.results_dir / item.id
         summaries: list[dict[str, Any]] = []
-        environment = _environment(self.opts.hardware_profile, self.opts.devices)
+        environment = _environment(
+            self.opts.hardware_profile, self.opts.devices, self.opts.hardware_profile_overridden
+        )
 
         def run_once(k: int) -> dict[str, Any]:
             out = item_dir if k == 1 else item_dir / f"repeat-{k}"
@@ -399,13 +402,15 @@ def _keep_sizing_start(item_dir: Path) -> None:
         os.replace(kept, kept.with_name(sizing.SIZING_SUMMARY))
 
 
-def _environment(profile: str, devices: Devices) -> dict[str, Any]:
-    """The environment record (specperf.environment) of this worker's devices."""
+def _environment(profile: str, devices: Devices, overridden: bool = False) -> dict[str, Any]:
+    """The environment record (specperf.environment) of this worker's devices, under the
+    session's profile (detected once per worker, or given); ``overridden``: given by the user."""
     from specperf import environment
 
     env = environment.environment_record(
         hardware_profile_override=profile, gpus=devices.gpus, cpus=devices.cpus
     )
+    env["hardware_profile_overridden"] = overridden
     env["worker"] = devices.worker
     return env
 
@@ -430,10 +435,12 @@ def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -
 
 
 def merge_rule_checks(
-    item_checks: list[vd.Check], session_checks: list[vd.Check]
+    item_checks: list[vd.Check], session_checks: list[vd.Check], *, strict: bool = False
 ) -> tuple[list[vd.Check], list[vd.Check]]:
     """(all checks, newly failed): session-level rule checks replace the item-level ones with the
-    same key and rule; "newly failed" are failures no item reported (they fail the session)."""
+    same key and rule; "newly failed" are failures no item reported (they fail the session).
+    Under ``strict`` (--strict-baselines) a gated session-level check that could not be judged
+    fails the session too, as ``specperf verdict --strict-baselines`` counts it."""
     by = {(c.key, c.rule): c for c in item_checks if c.rule}
     out = [c for c in item_checks if not c.rule]
     seen = set()
@@ -441,7 +448,8 @@ def merge_rule_checks(
     for c in session_checks:
         before = by.get((c.key, c.rule))
         seen.add((c.key, c.rule))
-        if c.status == "fail" and (before is None or before.status != "fail"):
+        unjudged = strict and bool(vd.gated_not_evaluated([c]))
+        if (c.status == "fail" or unjudged) and (before is None or before.status != "fail"):
             new_fail.append(c)
         out.append(c)
     out += [c for k, c in by.items() if k not in seen]

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from specperf.session import ItemRun, SessionOptions
 
 
+BASELINE_UPDATES = "baseline-updates.jsonl"  # one line per entry an update wrote
+
+
 def write_item_summary(
     item_dir: Path, summaries: list[dict[str, Any]], metrics: list[str], fresh_starts: bool
 ) -> dict[str, Any]:
@@ -98,14 +101,15 @@ def update_baseline(
         hardware_profile=opts.hardware_profile,
         previous=entry,
     )
-    for metric, m in new.metrics.items():
-        if m.report_only:
-            progress_line(f"WARNING {run.item.id}: {metric} stored report-only: {m.report_only}")
+    report_only = {metric: m.report_only for metric, m in new.metrics.items() if m.report_only}
+    for metric, why in report_only.items():
+        progress_line(f"WARNING {run.item.id}: {metric} stored report-only: {why}")
     bl.update_baselines(baseline_file, [new], hardware_profile=opts.hardware_profile)
-    append_jsonl(
-        Path(opts.results_dir) / "baseline-updates.jsonl",
-        {"key": run.item.key.as_str(), "file": str(baseline_file), "mode": mode},
-    )
+    record: dict[str, Any] = {"key": run.item.key.as_str(), "file": str(baseline_file)}
+    record["mode"] = mode
+    if report_only:  # the controller repeats these at the end (a worker's log is not shown)
+        record.update(item=run.item.id, report_only=report_only)
+    append_jsonl(Path(opts.results_dir) / BASELINE_UPDATES, record)
     return True
 
 

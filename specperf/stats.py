@@ -419,7 +419,7 @@ def engine_wide(
             n_base,
             alpha,
             min_effect,
-            "no item with a gated baseline",
+            f"no item whose baseline has >= {min_baseline_starts} engine starts",
         )
     ds, unit_vars, unit_dfs = [], [], []
     for rows in by_unit.values():

@@ -27,10 +27,11 @@ GUARDS = ("greedy_match", "degenerate", "mal_collapse", "gsm8k_accuracy")
 class MetricPolicy:
     """How one summary metric is compared with its baseline.
 
-    ``gate``: "always" fails the item beyond tolerance; "measured" gates only when the baseline
-    carries a tolerance measured on this hardware profile (noisy CPU throughput), otherwise it is
-    reported; "never" only reports. ``hardware_bound`` metrics (speeds, latencies) are compared
-    only with a baseline measured on the same hardware profile.
+    ``gate``: "always" fails the item beyond tolerance (point comparison while the baseline has
+    fewer than 3 engine starts, the per-start test after); "measured" gates only through the
+    per-start test (speeds: >= 3 starts from >= 2 days and >= 3 passes, of this CPU), otherwise
+    it is not evaluated and reported; "never" only reports. ``hardware_bound`` metrics (speeds,
+    latencies) are compared only with a baseline measured on the same hardware profile.
     """
 
     name: str  # dotted path into the run summary, e.g. "ttft_ms.p50"

@@ -95,6 +95,7 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
         results_dir=state.results_dir,
         baselines_dir=Path(config.getoption("baselines_dir")).resolve(),
         hardware_profile=_hardware_profile(config, state),
+        hardware_profile_overridden=bool(config.getoption("hardware_profile")),
         devices=state.devices or Devices(worker=os.environ.get("PYTEST_XDIST_WORKER", "master")),
         repeat=_repeat(config, state.suite.repeat),
         restart_between_repeats=bool(

@@ -50,7 +50,12 @@ class Reporter:
             session_checks = [
                 vd.Check("session", "rules", "fail", reason=f"rules not evaluated: {exc}")
             ]
-        state.checks, state.session_failures = merge_rule_checks(state.checks, session_checks)
+        strict = bool(config.getoption("strict_baselines")) and not config.getoption(
+            "update_baselines"
+        )
+        state.checks, state.session_failures = merge_rule_checks(
+            state.checks, session_checks, strict=strict
+        )
         counts: dict[str, int] = {}
         for c in state.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
@@ -74,8 +79,13 @@ class Reporter:
             passed = sum(c.status == "pass" for c in checks)
             tr.write_line(f"({passed} passing checks not shown; all in verdict.json)")
         for c in state.session_failures:
-            tr.write_line(f"FAIL (judged at the end of the session) {c.line()}", red=True)
+            why = "--strict-baselines: a gated check not evaluated" if c.status != "fail" else ""
+            tr.write_line(
+                f"FAIL (judged at the end of the session{why and ', ' + why}) {c.line()}", red=True
+            )
         tr.write_line(f"specperf: {vd.summary_line(checks)}")
+        for line in stored_report_only(state.results_dir):
+            tr.write_line(line, yellow=True)
         fails = sum(c.status == "fail" for c in checks)
         tr.write_line(f"results: {state.results_dir}  ({fails} failed check(s))")
         self._report(tr)
@@ -99,6 +109,23 @@ class Reporter:
                 terminal.write_step_summary(state.results_dir, state.checks)
         except (ImportError, SpecperfError) as exc:
             tr.write_line(f"report not written: {exc}")
+
+
+def stored_report_only(results_dir: Path) -> list[str]:
+    """One WARNING line per metric an update stored report-only (a gate that could not fail):
+    said at the end by the controller, since under xdist a worker's progress lines are not."""
+    from specperf.session_results import BASELINE_UPDATES
+
+    path = results_dir / BASELINE_UPDATES
+    if not path.exists():
+        return []
+    lines = []
+    for row in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+        for metric, why in (row.get("report_only") or {}).items():
+            lines.append(
+                f"WARNING {row.get('item') or row['key']}: {metric} stored report-only: {why}"
+            )
+    return lines
 
 
 def _width(tr: Any) -> int:

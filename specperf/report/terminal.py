@@ -216,7 +216,7 @@ def verdict_table(
             status = c.status.upper().replace("_", " ")
             sees = verdict.sees_cell(c)
             out.append(line(name, _num(c.measured), _num(c.baseline), _delta(c), sees, status))
-            if c.status != "pass" and c.reason:
+            if c.reason and (c.status != "pass" or verdict.tolerance_differs(c)):
                 wrapped = textwrap.wrap(
                     " ".join(c.reason.split()),
                     width=width - 6,

@@ -34,7 +34,7 @@ Every name below stays importable from ``specperf.verdict``.
 
 from __future__ import annotations
 
-from specperf.verdict.checks import EPS, Check, Status, compare
+from specperf.verdict.checks import EPS, Check, Status, compare, tolerance_differs
 from specperf.verdict.cli import add_arguments, run
 from specperf.verdict.engine_wide import (
     ENGINE_WIDE_METRICS,
@@ -161,6 +161,7 @@ __all__ = [
     "summary_counts",
     "summary_line",
     "table_rows",
+    "tolerance_differs",
     "too_short",
     "write_verdicts",
 ]

@@ -97,6 +97,15 @@ class Check:
         return cls(**kw)
 
 
+TOLERANCE_NOTE = "suite tolerance"  # a row's reason starts so where the file's tolerance differs
+
+
+def tolerance_differs(c: Check) -> bool:
+    """True where the suite's tolerance was used and the baseline file holds another: the
+    table shows that reason on every row, a passing one too, so both figures are in view."""
+    return c.reason.startswith(TOLERANCE_NOTE)
+
+
 def join(a: str, b: str) -> str:
     return f"{a}; {b}" if a else b
 

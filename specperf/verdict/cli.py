@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hardware-profile",
         default=None,
-        help="profile whose baseline file to use (default: the results')",
+        help="profile whose baseline file to use (default: each item's own); an item's "
+        "machine-moved metrics are compared only with values measured on its own profile",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the verdict as JSON")
     parser.add_argument("--all", action="store_true", help="list passing checks too")

@@ -10,7 +10,7 @@ from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
 from specperf.config import ItemKey, MetricPolicy, Suite
 from specperf.schemas import NATIVE
 from specperf.verdict.checks import Check
-from specperf.verdict.gates import speed_baseline_unfit
+from specperf.verdict.gates import other_profile, speed_baseline_unfit
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
@@ -57,7 +57,12 @@ def engine_wide_checks(
                 ):
                     continue
                 bm = entry.metrics[metric]
-                if bm.report_only or cannot_fail(metric, bm.value, bm.direction):
+                if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
+                    continue
+                if other_profile(bm.hardware_profile, r.hardware_profile):
+                    unfit.append(
+                        f"baseline measured on {bm.hardware_profile}, this is {r.hardware_profile}"
+                    )
                     continue
                 why = speed_baseline_unfit(r.summary, entry, metric) if pol.hardware_bound else None
                 if why:
@@ -88,6 +93,26 @@ def engine_wide_checks(
                     )
                 continue
             effect = pol.tolerance if min_effect is None else min_effect
+            if pol.gate == "always" and all(
+                len(base) < stats.MIN_BASELINE_STARTS for _, base, _ in groups
+            ):  # deterministic metric, one-start baselines: its items were compared point to
+                # point, which is what the suite gates; no spread for a pooled test (report)
+                out.append(
+                    Check(
+                        f"engine {engine}",
+                        f"engine-wide {metric}",
+                        "not_evaluated",
+                        tolerance=effect,
+                        direction=pol.direction,
+                        reason=f"no item's baseline has >= {stats.MIN_BASELINE_STARTS} engine "
+                        "starts: its items are compared point to point with the tolerance; "
+                        "the pooled test needs a spread (--update-baselines --repeat 3 "
+                        "--restart-between-repeats)",
+                        rule=ENGINE_WIDE_RULE,
+                        gated=False,
+                    )
+                )
+                continue
             d = stats.engine_wide(
                 groups, pol.direction, min_effect=effect, alpha=alpha, units=units
             )

@@ -12,7 +12,7 @@ from typing import Any
 from specperf import stats
 from specperf.baselines import BaselineEntry, cannot_fail, fingerprint_diff
 from specperf.config import LENGTH_METRIC, KnownIssue, MetricPolicy
-from specperf.verdict.checks import EPS, Check, Status, compare, join
+from specperf.verdict.checks import EPS, TOLERANCE_NOTE, Check, Status, compare, join
 from specperf.verdict.quarantine import quarantine
 from specperf.verdict.results import ItemResult, figure
 from specperf.verdict.spread import config_pass_spread, config_spread
@@ -185,6 +185,13 @@ def speed_baseline_unfit(
     )
 
 
+def other_profile(baseline_profile: str | None, profile: str | None) -> bool:
+    """True where a baseline value was measured on another hardware profile than the item:
+    every metric a machine can move (speed, latency, acceptance, lengths) is compared only
+    with its own profile's values. Unknown on either side (older files) is not a mismatch."""
+    return bool(baseline_profile and profile and baseline_profile != profile)
+
+
 def delivery_bound(summary: Mapping[str, Any]) -> str | None:
     """Why the item's latencies describe the delivery of the stream, not the engine (None: they
     describe the engine). Set by the client when chunks arrived in bursts."""
@@ -216,7 +223,7 @@ def evaluate_item(
     ``min_duration_s`` (default: the item's own workload setting, else 5 s) are not judged."""
     key = result.key
     ks = key.as_str()
-    profile = hardware_profile or result.hardware_profile
+    profile = result.hardware_profile or hardware_profile  # where this item was measured
     checks = run_checks(result, max_failed_fraction)
     if entry is None:
         checks.append(
@@ -284,13 +291,22 @@ def evaluate_item(
         c.baseline = bm.value
         if abs(bm.tolerance - pol.tolerance) > EPS:
             c.reason = (
-                f"suite tolerance {pol.tolerance:.1%} used (the baseline file says "
+                f"{TOLERANCE_NOTE} {pol.tolerance:.1%} used (the baseline file says "
                 f"{bm.tolerance:.1%})"
             )
+        never = bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance)
         if measured is None:
-            c.status = "fail" if c.gated else "info"
             c.reason = join(c.reason, "not measured in this run (the baseline has it)")
-            checks.append(quarantine(c, issues, key, today))
+            if pol.gate == "never" or never:  # report-only metrics never fail
+                c.status, c.gated = "info", False
+                c.reason = join(c.reason, f"report only: {never or 'suite policy'}")
+            elif other_profile(bm.hardware_profile, profile):
+                c.status = "not_evaluated"
+                c.reason = join(c.reason, f"baseline measured on {bm.hardware_profile}")
+            else:
+                c.status = "fail"
+                c = quarantine(c, issues, key, today)
+            checks.append(c)
             continue
         drifted, c.delta = compare(measured, bm.value, bm.direction, pol.tolerance)
         if metric == LENGTH_METRIC and drifted:  # gated or not, it blocks speed comparisons
@@ -303,13 +319,12 @@ def evaluate_item(
             c.reason = join(c.reason, "report only (suite policy)")
             checks.append(c)
             continue
-        never = bm.report_only or cannot_fail(metric, bm.value, bm.direction)
         if never:
             c.status, c.gated = "info", False
             c.reason = join(c.reason, f"report only: {never}")
             checks.append(c)
             continue
-        if bm.hardware_profile and profile and bm.hardware_profile != profile:
+        if other_profile(bm.hardware_profile, profile):
             c.status = "not_evaluated"
             c.reason = f"baseline measured on {bm.hardware_profile}, this is {profile}"
             checks.append(c)

@@ -67,45 +67,62 @@ def evaluate_results(
     issues = known_issues_from_snapshot(snap)
     rules = rules_from_snapshot(snap, str(Path(dirs[0]) / SUITE_SNAPSHOT))
     max_failed = float(((snap or {}).get("workload") or {}).get("max_failed_fraction", 0.0))
-    profile = hardware_profile or next(
-        (r.hardware_profile for r in results.values() if r.hardware_profile), None
-    )
-    missing = None
-    if baselines is None:
-        folder = (snap or {}).get("baseline_folder")
-        if baselines_dir is None or not profile:
-            baselines = BaselineFile(Path("<none>"))
-            missing = "no baseline file given"
-        else:
-            path = baseline_path(baselines_dir, profile, folder)
-            baselines = load_baselines(path)
-            if not path.exists():
-                missing = no_baseline_reason(profile, path)
-    rules = rules + list(baselines.rules)
+    # each item is judged with the profile it was measured on: a folder may hold items of two
+    # profiles (merged shards of two GPU kinds), and neither may be compared with the other's file
+    groups: dict[str | None, list[str]] = {}
+    for k in sorted(results):
+        groups.setdefault(results[k].hardware_profile or hardware_profile, []).append(k)
     # the run's own levels (whole matrix), so a filtered run or one folder is judged as it was
     alpha = alpha_from_snapshot(snap) or check_alpha(policies, [r.key for r in results.values()])
     checks: list[Check] = []
-    for k in sorted(results):
-        checks.extend(
-            evaluate_item(
-                results[k],
-                baselines.get(results[k].key),
-                policies,
-                hardware_profile=profile,
-                known_issues=issues,
-                max_failed_fraction=max_failed,
-                today=today,
-                alpha=alpha.item,
-                missing_reason=missing,
-                siblings=config_siblings(baselines, results[k].key),
-            )
+    engine_wide: list[Check] = []
+    file_rules: list[Any] = []
+    for own_profile, keys in groups.items():
+        file, missing = _baseline_file_for(
+            baselines, baselines_dir, hardware_profile or own_profile, snap
         )
+        file_rules += [r for r in file.rules if r not in file_rules]
+        for k in keys:
+            checks.extend(
+                evaluate_item(
+                    results[k],
+                    file.get(results[k].key),
+                    policies,
+                    hardware_profile=own_profile,
+                    known_issues=issues,
+                    max_failed_fraction=max_failed,
+                    today=today,
+                    alpha=alpha.item,
+                    missing_reason=missing,
+                    siblings=config_siblings(file, results[k].key),
+                )
+            )
+        group = {k: results[k] for k in keys}
+        engine_wide += engine_wide_checks(group, file, policies, alpha=alpha.engine_wide)
     selected = selected_from_snapshots(dirs)
     checks.extend(
-        evaluate_rules(rules, results, known_issues=issues, today=today, selected=selected)
+        evaluate_rules(
+            rules + file_rules, results, known_issues=issues, today=today, selected=selected
+        )
     )
-    checks.extend(engine_wide_checks(results, baselines, policies, alpha=alpha.engine_wide))
-    return Verdict(checks, results)
+    return Verdict(checks + engine_wide, results)
+
+
+def _baseline_file_for(
+    given: BaselineFile | None,
+    baselines_dir: Path | str | None,
+    profile: str | None,
+    snap: dict[str, Any] | None,
+) -> tuple[BaselineFile, str | None]:
+    """The baseline file an item of ``profile`` is judged against, and why none exists (None:
+    it does). A file given explicitly is used for every profile; each item's hardware-bound
+    metrics are still compared only where the file's values were measured on its profile."""
+    if given is not None:
+        return given, None
+    if baselines_dir is None or not profile:
+        return BaselineFile(Path("<none>")), "no baseline file given"
+    path = baseline_path(baselines_dir, profile, (snap or {}).get("baseline_folder"))
+    return load_baselines(path), None if path.exists() else no_baseline_reason(profile, path)
 
 
 def no_baseline_reason(profile: str, path: Path) -> str:

@@ -78,8 +78,10 @@ def evaluate_rules(
             continue
         for key in subjects:
             res = results.get(key.as_str())
-            c = _not_selected(rule, key, results, wanted) or _evaluate_rule(
-                rule, key, res, results
+            c = (
+                _not_selected(rule, key, results, wanted)
+                or _no_peer_in_matrix(rule, key, results, wanted)
+                or _evaluate_rule(rule, key, res, results)
             )
             rule_issues = ([rule.known_issue] if rule.known_issue else []) + issues
             out.append(quarantine(c, rule_issues, key, today))
@@ -118,8 +120,40 @@ def _not_selected(
         f"rule:{rule.id}",
         "not_evaluated",
         rule=rule.id,
-        reason=f"{', '.join(gone)} not selected in this run (a filter left it out): "
-        "run it too to judge this rule",
+        reason=f"{', '.join(gone)} not selected in this run (not in the suite's matrix, or a "
+        "filter left it out): run it too to judge this rule",
+        gated=False,
+    )
+
+
+def _no_peer_in_matrix(
+    rule: Rule,
+    key: ItemKey,
+    results: Mapping[str, ItemResult],
+    wanted: set[str] | None,
+) -> Check | None:
+    """A report-only "not evaluated" check when the MAL-collapse guard has nothing to compare:
+    no item of this config at another concurrency was measured or selected (a dataset the suite
+    runs at one concurrency only). That is the matrix's shape, not a failure to measure, so a
+    --strict-baselines run is not red for it; a peer that was selected and produced nothing
+    still leaves the guard a gated not-evaluated."""
+    if rule.kind != "guard" or rule.guard != "mal_collapse":
+        return None
+    same = dataclasses.replace(key, concurrency=0)
+    peers = [r.key for r in results.values()]
+    peers += [ItemKey.parse(k) for k in wanted or () if k.count("/") == 5]
+    if any(
+        p.concurrency != key.concurrency and dataclasses.replace(p, concurrency=0) == same
+        for p in peers
+    ):
+        return None
+    return Check(
+        key.as_str(),
+        f"rule:{rule.id} {rule.guard}",
+        "not_evaluated",
+        rule=rule.id,
+        reason="no item of this config at another concurrency in this run: nothing to compare "
+        "(outside the rule's scope)",
         gated=False,
     )
 

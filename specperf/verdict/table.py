@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from specperf.textfmt import number as fmt
 from specperf.textfmt import percent_change
-from specperf.verdict.checks import Check
+from specperf.verdict.checks import Check, tolerance_differs
 
 STATUS_ORDER = {
     "fail": 0,
@@ -93,11 +93,12 @@ EXPLAINED = ("not_evaluated", "stale", "missing", "xfail")
 
 
 def reason_lines(checks: Iterable[Check]) -> list[str]:
-    """One line per not-evaluated, stale, missing or quarantined check: its key, metric and
-    reason (``specperf verdict`` and ``specperf merge`` print them under the table, so a row
-    that was not judged always says why)."""
+    """One line per not-evaluated, stale, missing or quarantined check, and per check judged
+    with a tolerance other than the baseline file's: its key, metric and reason (``specperf
+    verdict`` and ``specperf merge`` print them under the table, so a row that was not judged
+    always says why)."""
     return [
         f"  {c.status.upper().replace('_', ' ')} {c.key} {c.metric}: {' '.join(c.reason.split())}"
         for c in sorted(checks, key=lambda c: (STATUS_ORDER.get(c.status, 9), c.key, c.metric))
-        if c.status in EXPLAINED and c.reason
+        if c.reason and (c.status in EXPLAINED or tolerance_differs(c))
     ]

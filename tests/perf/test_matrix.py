@@ -20,8 +20,9 @@ numbers live in the suite file and the baseline file, never here):
 
 \\*   a failure with --strict-baselines; the skip message gives the command that creates it.
 \\**  when the suite gates output length (cpu-tiny does; GPU suites report it).
-\\*** gated per metric policy: "always", "measured" (CPU: only with a tolerance measured on
-     that CPU profile), or "never" (reported only). Cross-engine rules are judged once all
+\\*** gated per metric policy: "always", "measured" (only by the per-start statistics, against
+     a baseline of >= 3 starts from >= 2 days of this profile and CPU), or "never" (reported
+     only). Cross-engine rules are judged once all
      items are done, in the end-of-session table.
 """
 

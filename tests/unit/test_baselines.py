@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specperf import baselines as bl
-from specperf.config import DEFAULT_METRICS, ItemKey, load_suite
+from specperf.config import DEFAULT_METRICS, ItemKey, MetricPolicy, load_suite
 from specperf.errors import ConfigError
 
 KEY = ItemKey("m", "vllm", "eagle3", "mt-bench", 4, "greedy")
@@ -241,17 +241,57 @@ def test_old_per_repeat_samples_count_as_starts_only_with_fresh_starts():
 
 
 @pytest.mark.parametrize(
-    ("metric", "value", "direction", "why"),
+    ("metric", "value", "direction", "tol", "why"),
     [
-        ("acceptance_rate", 0.0, "higher", "no measured value can fall below it"),
-        ("mean_acceptance_length", 1.0, "higher", "the draft accepts nothing"),
-        ("mean_acceptance_length", 1.8, "higher", None),
-        ("ttft_ms.p50", 0.0, "lower", None),
+        ("acceptance_rate", 0.0, "higher", 0.02, "no measured value can fall below it"),
+        ("mean_acceptance_length", 1.0, "higher", 0.0, "the draft accepts nothing"),
+        # a random head's 1.01: failing needs MAL <= 0.99, which no run can give
+        ("mean_acceptance_length", 1.01, "higher", 0.02, "MAL never falls below 1"),
+        ("mean_acceptance_length", 1.0204, "higher", 0.02, "MAL never falls below 1"),
+        ("mean_acceptance_length", 1.03, "higher", 0.02, None),  # 1.0094 is reachable
+        ("mean_acceptance_length", 1.01, "higher", 0.0, None),  # any drop fails
+        ("mean_acceptance_length", 1.8, "higher", 0.02, None),
+        ("ttft_ms.p50", 0.0, "lower", 0.05, None),
     ],
 )
-def test_gates_that_cannot_fail_are_stored_report_only(metric, value, direction, why):
-    got = bl.cannot_fail(metric, value, direction)
+def test_gates_that_cannot_fail_are_stored_report_only(metric, value, direction, tol, why):
+    got = bl.cannot_fail(metric, value, direction, tol)
     assert (got is None) if why is None else (why in got)
+
+
+def test_an_update_stores_a_mal_that_cannot_fail_report_only_and_the_verdict_never_fails_it():
+    """make_entry marks a near-1.0 MAL report-only with its reason (the suite's 2 % tolerance
+    could never see it drop), and the verdict reports it as such even when the run's MAL is
+    far lower than the stored value would allow under a live gate."""
+    from specperf import verdict as vd
+
+    key = ItemKey("m", "vllm", "eagle3", "mt-bench", 1, "greedy")
+    pol = {"mean_acceptance_length": MetricPolicy("mean_acceptance_length", "higher", 0.02)}
+    figs = {"mean_acceptance_length": {"value": 1.012, "starts": [1.012]}}
+    e = bl.make_entry(key, figs, pol, fingerprint={}, provenance={}, hardware_profile="hw")
+    why = e.metrics["mean_acceptance_length"].report_only
+    assert why and "MAL never falls below 1" in why
+    live = bl.make_entry(
+        key,
+        {"mean_acceptance_length": {"value": 1.5}},
+        pol,
+        fingerprint={},
+        provenance={},
+        hardware_profile="hw",
+    )
+    assert live.metrics["mean_acceptance_length"].report_only is None
+    s = {
+        "key": key.as_str(),
+        "item_id": "x",
+        "hardware_profile": "hw",
+        "fingerprint": {},
+        "completed": 4,
+        "failed": 0,
+        "mean_acceptance_length": 1.0,
+        "figures": {"mean_acceptance_length": {"value": 1.0}},
+    }
+    (c,) = [c for c in vd.evaluate_item(vd.ItemResult(s), e, pol) if c.metric.startswith("mean")]
+    assert (c.status, c.gated) == ("info", False) and "report only" in c.reason
 
 
 def test_fingerprint_diff_names_fields():

@@ -72,9 +72,13 @@ def test_every_stored_metric_can_fail_or_says_why() -> None:
     for path in sorted((ROOT / "baselines").glob("*.json")):
         for key, entry in bl.load_baselines(path).entries.items():
             for name, m in entry.metrics.items():
-                why = bl.cannot_fail(name, m.value, m.direction)
+                why = bl.cannot_fail(name, m.value, m.direction, m.tolerance)
                 if why and entry.provenance.get("source") == "measured":
                     assert m.report_only or path.name in KNOWN_STALE, (path.name, key, name, why)
+                if name == "mean_acceptance_length" and not m.report_only:
+                    # a live MAL gate must be able to see a drop of its tolerance above 1.0
+                    low = m.value * (1 - m.tolerance)
+                    assert low > 1.0 or path.name in KNOWN_STALE, (path.name, key, m.value)
 
 
 def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:

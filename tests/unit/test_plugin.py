@@ -194,6 +194,7 @@ def test_missing_strict_update_then_pass(perf):
     r.stdout.fnmatch_lines(["*rule:eagle3-faster*PASS"])
     summary = json.loads((res / "cal-eagle3-mt-bench-c2" / "summary.json").read_text())
     assert summary["key"] == "m/cal/eagle3/mt-bench/c2/greedy"
+    assert summary["environment"]["hardware_profile_overridden"] is False  # detected
     assert summary["figures"]["output_throughput_tok_s"]["interval"]
     verdict = json.loads((res / "verdict.json").read_text())
     assert verdict["counts"]["pass"] > 0 and "fail" not in verdict["counts"]
@@ -308,6 +309,33 @@ def test_two_workers_disjoint_devices_one_start_per_spec_and_merge(perf):
         assert len(digests) == len(set(digests)) == 2  # one start per spec on this worker
         assert len({s["label"] for s in v}) == 1  # a (model, engine) group stays on one worker
         assert [s["method"] for s in v] == ["native", "eagle3"]  # native first
+
+
+def test_an_update_that_stores_a_gate_that_cannot_fail_says_so_at_the_end(perf):
+    """A draft that accepts almost nothing (MAL 24/23 = 1.043 against the default 5 %
+    tolerance: a drop to 0.99 cannot happen) is stored report-only, and the end of the run
+    says so in the controller's terminal, also when the item ran on an xdist worker whose log
+    is not shown."""
+    weak = SUITE.replace('accept_pattern = "3,2,1"', 'accept_pattern = "' + "0," * 21 + '1"')
+    weak = weak[: weak.index("[[rules]]")]
+    perf.makefile(".toml", weak=weak)
+    res = perf.path / "r1"
+    args = ("-n", "2", "--results-dir", str(res), "--update-baselines", "--method", "eagle3")
+    args += ("--hardware-profile", "weak-hw")
+    r = run(perf, *args, suite="weak.toml")
+    r.assert_outcomes(passed=2)
+    r.stdout.fnmatch_lines(
+        [
+            "*specperf:*",
+            "WARNING cal-eagle3-mt-bench-c*: mean_acceptance_length stored "
+            "report-only: MAL 1.0* with tolerance 5.0%*MAL never falls below 1*",
+        ]
+    )
+    mal = baseline(perf)["m/cal/eagle3/mt-bench/c1/greedy"]["metrics"]["mean_acceptance_length"]
+    assert "MAL never falls below 1" in mal["report_only"]
+    summary = json.loads((res / "cal-eagle3-mt-bench-c1" / "summary.json").read_text())
+    assert summary["environment"]["hardware_profile"] == "weak-hw"
+    assert summary["environment"]["hardware_profile_overridden"] is True
 
 
 def test_gpus_are_pinned_per_worker_before_tests_run(perf, monkeypatch):
