@@ -3,22 +3,39 @@
 file recorded (resampling, no engine needed).
 
     python scripts/verdict_power.py baselines/cpu-amd-epyc-avx512-2c.json [--suite cpu-tiny]
-        [--starts 1] [--write-docs docs/baselines.md]
+        [--leave-out {pass,start}] [--starts 1] [--write-docs docs/baselines.md [--block NAME]]
 
-For every gated metric of every entry with at least MIN_BASELINE_STARTS + 1 starts, each
-subset of ``--starts`` starts in turn plays "tonight's run" and the remaining starts the
-baseline (leave-k-out). Unchanged: the share of those splits judged a regression (the
-false-alarm rate). Power at -5/-10/-25 %: the same splits with tonight's values moved by that
-much in the bad direction (x(1-e) for higher-is-better metrics, x(1+e) for lower). The same for
-the engine-wide check, where the k-th start of every item of an engine plays tonight together.
-alpha is the suite's per-check level (the run's 1 % budget split over its gated checks,
-``stats.split_alpha``), exactly as ``pytest -m perf`` decides. With ``--write-docs`` the table
-replaces the block between ``<!-- power:begin -->`` and ``<!-- power:end -->`` in that file.
+The verdict's unit is the pass (one run: its starts share the host and the hour, stats module
+docstring), so by default (``--leave-out pass``) each recorded pass in turn plays "tonight's
+run", ALL its starts, and the other passes' starts (with their pass labels) the baseline
+(leave-one-pass-out). ``--leave-out start`` instead lets each subset of ``--starts`` starts play
+tonight (leave-k-out); for k > 1 it takes tonight's starts from different passes when each start
+is its own pass, and then OVER-states what one pass of k starts gives. A metric is resampled
+when every split leaves at least MIN_BASELINE_STARTS baseline starts (leave-k-out: at least
+MIN_BASELINE_STARTS + k starts); a file where each start is its own pass gives the same splits
+either way.
 
-The baseline part of each split keeps its starts' pass labels, so the verdict is pass-level
-where the file holds enough passes (stats.MIN_BASELINE_PASSES), as in a real run. Leave-k-out
-takes tonight's k starts from different passes when each start is its own pass: for k > 1 it
-then OVER-states what one pass of k starts gives (a pass's starts share its speed).
+For every gated metric of every entry: unchanged, the share of the splits judged a regression
+(the false-alarm rate); power at -5/-10/-25 %, the same splits with tonight's values moved by
+that much in the bad direction (x(1-e) for higher-is-better metrics, x(1+e) for lower). The
+same for the engine-wide check (engines of one item included, as the verdict judges them), where
+one pass (or the k-th starts) of every item of an engine plays tonight together. The starts of
+config siblings that pool into an item's spread (verdict.spread_peers) from tonight's run are
+left out of that spread too. Runs are matched across items by pass label; where the items share
+no label (files whose writer stamped each item with its own time) and have as many passes, the
+i-th pass of each is taken as one run (leave-k-out: the i-th start). alpha is the suite's
+per-check level (the run's 1 % budget split over its gated checks, ``stats.split_alpha``),
+exactly as ``pytest -m perf`` decides.
+
+The ``gate`` column applies the product's own rule: a hardware-bound metric whose baseline spans
+too few days or passes (``verdict.gates.speed_baseline_short``) is only reported, not gated,
+until more are appended; its power is what the check would have once gated. An engine-wide
+row is report-only when every item of the engine is; otherwise it is computed, as the verdict
+does, over the items that gate.
+
+With ``--write-docs`` the table replaces the block between ``<!-- power:begin -->`` and
+``<!-- power:end -->`` in that file (``--block NAME``: ``<!-- power:begin NAME -->`` and
+``<!-- power:end NAME -->``).
 
 What it cannot show: effects that are not a uniform shift of every start (a bimodal engine), and
 noise sources absent from the recorded starts (another host, another day): the table is only as
@@ -29,8 +46,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import statistics
 import sys
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +59,26 @@ sys.path.insert(0, str(ROOT))
 
 from specperf import stats  # noqa: E402
 from specperf import verdict as vd  # noqa: E402
-from specperf.baselines import BaselineFile, cannot_fail, load_baselines  # noqa: E402
+from specperf.baselines import BaselineEntry, BaselineFile, cannot_fail, load_baselines  # noqa: E402
 from specperf.config import MetricPolicy, load_suite  # noqa: E402
+from specperf.verdict.gates import speed_baseline_short  # noqa: E402
 
 EFFECTS = (0.05, 0.10, 0.25)
-BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
+LEAVE_OUT = ("pass", "start")
+GATED = "gated"
+
+
+def markers(block: str | None = None) -> tuple[str, str]:
+    """The begin / end markers of the power block (named, or the unnamed one)."""
+    name = f" {block}" if block else ""
+    return f"<!-- power:begin{name} -->", f"<!-- power:end{name} -->"
+
+
+BEGIN, END = markers()
+
+# A split: tonight's start indices, the baseline's, and per peer the indices of its starts
+# that stay in the pooled spread (those of tonight's run left out).
+Split = tuple[list[int], list[int], list[list[int]]]
 
 
 def _moved(values: list[float], direction: str, effect: float) -> list[float]:
@@ -58,8 +93,55 @@ def _splits(n: int, k: int) -> list[tuple[list[int], list[int]]]:
     return out
 
 
+def _runs(labels: Sequence[Sequence[Hashable]]) -> list[list[Hashable]]:
+    """The run each start of several series (an item and its peers, an engine's items) was
+    measured in: its pass label. Where no label is shared between series and each has as many
+    passes, the i-th pass of every series is taken as one run (the items of one run were
+    stamped with their own times, as in files written before a run stamped one date)."""
+    passes = [list(dict.fromkeys(lab)) for lab in labels]
+    shared = any(c > 1 for c in Counter(p for ps in passes for p in ps).values())
+    if len(labels) > 1 and not shared and len({len(ps) for ps in passes}) == 1:
+        return [[ps.index(lab) for lab in labs] for ps, labs in zip(passes, labels, strict=True)]
+    return [list(lab) for lab in labels]
+
+
+def _pass_splits(runs: Sequence[Hashable]) -> list[tuple[Hashable, list[int], list[int]]]:
+    """Leave-one-pass-out: (run, tonight's indices, the baseline's) per run, in order."""
+    return [
+        (r, [i for i, x in enumerate(runs) if x == r], [i for i, x in enumerate(runs) if x != r])
+        for r in dict.fromkeys(runs)
+    ]
+
+
+def gate_of(
+    entry: BaselineEntry,
+    metric: str,
+    pol: MetricPolicy,
+    summary: Mapping[str, Any] | None = None,
+) -> str:
+    """``gated``, or ``report-only: <why>`` where the product only reports the metric from
+    this baseline: a hardware-bound metric whose starts span too few days or passes
+    (``speed_baseline_short``; ``summary`` an item summary, {} for the default rule)."""
+    if not pol.hardware_bound:
+        return GATED
+    why = speed_baseline_short(summary or {}, entry, metric)
+    if not why:
+        return GATED
+    m = re.search(r"from (\d+) (day|pass)", why)
+    if not m:
+        return "report-only"
+    n, unit = int(m.group(1)), m.group(2)
+    plural = {"day": "days", "pass": "passes"}[unit]
+    return f"report-only: {n} {unit if n == 1 else plural}"
+
+
 def item_rows(
-    bf: BaselineFile, policies: dict[str, MetricPolicy], alpha: float, k: int
+    bf: BaselineFile,
+    policies: dict[str, MetricPolicy],
+    alpha: float,
+    k: int = 1,
+    leave_out: str = "pass",
+    summaries: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for key, entry in sorted(bf.entries.items()):
@@ -70,31 +152,44 @@ def item_rows(
             vals = entry.start_values(metric)
             if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
                 continue
-            if len(vals) < stats.MIN_BASELINE_STARTS + k:
-                continue
-            row: dict[str, Any] = {
-                "key": key,
-                "metric": metric,
-                "starts": len(vals),
-                "cv": statistics.stdev(vals) / statistics.fmean(vals) if len(vals) > 1 else 0.0,
-                "min_effect": pol.tolerance,
-            }
-            splits = _splits(len(vals), k)
             labels = entry.start_passes(metric)
             peer_entries = vd.spread_peers(entry, vd.config_siblings(bf, entry.key), metric)
             peers = [p.start_values(metric) for p in peer_entries]
             peer_labels = [p.start_passes(metric) for p in peer_entries]
-            row["pooled_items"] = 1 + len(peers)
+            splits: list[Split] = []
+            if leave_out == "start":
+                if len(vals) < stats.MIN_BASELINE_STARTS + k:
+                    continue
+                # the peers' starts of the same runs are left out too (starts are aligned by
+                # index when every run measured every item, as in a baseline campaign)
+                for cur, base in _splits(len(vals), k):
+                    splits.append((cur, base, [[i for i in base if i < len(v)] for v in peers]))
+            else:
+                runs = _runs([labels, *peer_labels])
+                for r, cur, base in _pass_splits(runs[0]):
+                    keep = [[j for j, x in enumerate(pr) if x != r] for pr in runs[1:]]
+                    splits.append((cur, base, keep))
+                if not splits or min(len(b) for _, b, _ in splits) < stats.MIN_BASELINE_STARTS:
+                    continue
+            row: dict[str, Any] = {
+                "key": key,
+                "metric": metric,
+                "gate": gate_of(entry, metric, pol, (summaries or {}).get(key)),
+                "starts": len(vals),
+                "passes": len(set(labels)),
+                "splits": len(splits),
+                "cv": statistics.stdev(vals) / statistics.fmean(vals) if len(vals) > 1 else 0.0,
+                "min_effect": pol.tolerance,
+                "pooled_items": 1 + len(peers),
+            }
             for effect in (0.0, *EFFECTS):
                 red = 0
-                for cur, base in splits:
+                for cur, base, keep in splits:
                     current = _moved([vals[i] for i in cur], pol.direction, effect)
-                    # the peers' starts of the same runs are left out too (starts are aligned
-                    # by index when every run measured every item, as in a baseline campaign)
                     spread = (
                         stats.pooled_spread(
                             [[vals[i] for i in base]]
-                            + [[v[i] for i in base if i < len(v)] for v in peers]
+                            + [[v[j] for j in kp] for v, kp in zip(peers, keep, strict=True)]
                         )
                         if peers
                         else None
@@ -103,11 +198,8 @@ def item_rows(
                         stats.pooled_pass_spread(
                             [([vals[i] for i in base], [labels[i] for i in base])]
                             + [
-                                (
-                                    [v[i] for i in base if i < len(v)],
-                                    [lab[i] for i in base if i < len(lab)],
-                                )
-                                for v, lab in zip(peers, peer_labels, strict=True)
+                                ([v[j] for j in kp], [lab[j] for j in kp])
+                                for v, lab, kp in zip(peers, peer_labels, keep, strict=True)
                             ]
                         )
                         if peers
@@ -129,55 +221,104 @@ def item_rows(
     return rows
 
 
+def _engine_gate(gates: list[str]) -> str:
+    if any(g == GATED for g in gates):
+        return GATED
+    return "; ".join(dict.fromkeys(gates))
+
+
 def engine_rows(
-    bf: BaselineFile, policies: dict[str, MetricPolicy], alpha: float, k: int = 1
+    bf: BaselineFile,
+    policies: dict[str, MetricPolicy],
+    alpha: float,
+    k: int = 1,
+    leave_out: str = "pass",
+    summaries: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Engine-wide: the same ``k`` start indices of every item of an engine play tonight (a
-    run of ``k`` engine starts per config), the other starts the baseline."""
+    """Engine-wide, for every engine with at least one item: one pass of every item of the
+    engine (``leave_out`` "pass", runs matched by ``_runs``) or the same ``k`` start indices
+    ("start") play tonight, the other starts the baseline."""
     rows = []
     engines = sorted({e.key.engine for e in bf.entries.values()})
     for engine in engines:
         for metric in vd.ENGINE_WIDE_METRICS:
             pol = policies.get(metric)
-            if pol is None or pol.gate == "never":
+            if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
                 continue
-            series, units = [], []
+            series, units, gates = [], [], []
             for entry in bf.entries.values():
                 if entry.key.engine != engine or metric not in entry.metrics:
                     continue
                 bm = entry.metrics[metric]
                 vals = entry.start_values(metric)
+                labels = entry.start_passes(metric)
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
                     continue
-                if len(vals) >= stats.MIN_BASELINE_STARTS + k:
-                    series.append((vals, entry.start_passes(metric)))
-                    units.append(entry.key.method)  # one engine config: one start per run
-            if len(series) < 2:
+                if leave_out == "start":
+                    if len(vals) < stats.MIN_BASELINE_STARTS + k:
+                        continue
+                elif len(vals) - max(Counter(labels).values()) < stats.MIN_BASELINE_STARTS:
+                    continue
+                series.append((vals, labels))
+                units.append(entry.key.method)  # one engine config: one start per run
+                gates.append(gate_of(entry, metric, pol, (summaries or {}).get(entry.key.as_str())))
+            if not series:
                 continue
+            gate = _engine_gate(gates)
+            if gate == GATED:  # as the verdict: the items that gate, the others reported
+                keep = [i for i, g in enumerate(gates) if g == GATED]
+                series = [series[i] for i in keep]
+                units = [units[i] for i in keep]
             n = min(len(v) for v, _ in series)
+            splits: list[list[tuple[list[int], list[int]]]] = []  # per split, per item
+            if leave_out == "start":
+                for cur, base in _splits(n, k):
+                    splits.append([(cur, base + list(range(n, len(v)))) for v, _ in series])
+            else:
+                runs = _runs([lab for _, lab in series])
+                for r in dict.fromkeys(x for rs in runs for x in rs):
+                    splits.append(
+                        [
+                            (
+                                [i for i, x in enumerate(rs) if x == r],
+                                [i for i, x in enumerate(rs) if x != r],
+                            )
+                            for rs in runs
+                        ]
+                    )
             row: dict[str, Any] = {
-                "key": f"engine {engine} ({len(series)} items)",
+                "key": f"engine {engine} ({len(series)} item{'s' if len(series) != 1 else ''})",
                 "metric": f"engine-wide {metric}",
+                "gate": gate,
                 "starts": n,
+                "passes": min(len(set(lab)) for _, lab in series),
+                "splits": len(splits),
                 "cv": statistics.median(
                     statistics.stdev(v) / statistics.fmean(v) for v, _ in series
                 ),
                 "min_effect": pol.tolerance,
             }
-            splits = _splits(n, k)
             for effect in (0.0, *EFFECTS):
                 red = 0
-                for cur, base in splits:
-                    groups = [
-                        (
-                            _moved([v[i] for i in cur], pol.direction, effect),
-                            [v[i] for i in base] + v[n:],
-                            [lab[i] for i in base] + lab[n:],
+                for split in splits:
+                    groups, group_units = [], []
+                    for (v, lab), (cur, base), unit in zip(series, split, units, strict=True):
+                        if not cur:  # this item was not measured in tonight's run
+                            continue
+                        groups.append(
+                            (
+                                _moved([v[i] for i in cur], pol.direction, effect),
+                                [v[i] for i in base],
+                                [lab[i] for i in base],
+                            )
                         )
-                        for v, lab in series
-                    ]
+                        group_units.append(unit)
                     d = stats.engine_wide(
-                        groups, pol.direction, min_effect=pol.tolerance, alpha=alpha, units=units
+                        groups,
+                        pol.direction,
+                        min_effect=pol.tolerance,
+                        alpha=alpha,
+                        units=group_units,
                     )
                     red += bool(d.regressed)
                 row[effect] = red / len(splits)
@@ -192,61 +333,117 @@ def _spread_from(row: dict[str, Any]) -> str:
     return "this item" if n == 1 else f"{n} items pooled"
 
 
+def _starts_cell(row: dict[str, Any]) -> str:
+    n, p = row["starts"], row.get("passes", row["starts"])
+    return str(n) if p >= n else f"{n} ({p} passes)"
+
+
 def table(
     rows: list[dict[str, Any]],
     alpha: stats.AlphaSplit,
     k: int,
     source: str,
     suite: str = "cpu-tiny",
+    leave_out: str = "pass",
 ) -> str:
     suite_arg = "" if suite == "cpu-tiny" else f" --suite {suite}"
-    starts_arg = "" if k == 1 else f" --starts {k}"
+    if leave_out == "start":
+        how = f"leave-{k}-out over recorded engine starts"
+        args = " --leave-out start" + ("" if k == 1 else f" --starts {k}")
+    else:
+        how = "leave-one-pass-out: each recorded pass in turn is tonight's run, all its starts"
+        args = ""
     head = (
-        f"Resampled from `{source}` (leave-{k}-out over recorded engine starts; "
+        f"Resampled from `{source}` ({how}; "
         f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}; "
-        f"`python scripts/verdict_power.py {source}{suite_arg}{starts_arg}`):\n\n"
-        "| item | metric | starts | spread from | CV | min effect | false alarm | power -5 % | "
-        "power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        f"`python scripts/verdict_power.py {source}{suite_arg}{args}`):\n\n"
+        "| item | metric | gate | starts | spread from | CV | min effect | false alarm | "
+        "power -5 % | power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {r['key']} | {r['metric']} | {r['starts']} | {_spread_from(r)} | {r['cv']:.1%} | "
-        f"{r['min_effect']:.0%} | {r[0.0]:.0%} | {r[0.05]:.0%} | {r[0.10]:.0%} | {r[0.25]:.0%} |"
+        f"| {r['key']} | {r['metric']} | {r['gate']} | {_starts_cell(r)} | {_spread_from(r)} | "
+        f"{r['cv']:.1%} | {r['min_effect']:.0%} | {r[0.0]:.0%} | {r[0.05]:.0%} | "
+        f"{r[0.10]:.0%} | {r[0.25]:.0%} |"
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"
+
+
+def write_block(path: Path, text: str, block: str | None = None) -> str | None:
+    """Replace the text between the block's markers in ``path``; the error line, or None."""
+    begin, end = markers(block)
+    doc = path.read_text(encoding="utf-8")
+    i = doc.find(begin)
+    if i < 0:
+        return f"{path}: marker {begin} not found"
+    j = doc.find(end, i + len(begin))
+    if j < 0:
+        return f"{path}: marker {end} not found after {begin}"
+    path.write_text(doc[:i] + begin + "\n" + text + doc[j:], encoding="utf-8")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("baseline", type=Path, help="a baseline file with per-start values")
     ap.add_argument("--suite", default="cpu-tiny", help="suite whose policies/alpha apply")
-    ap.add_argument("--starts", type=int, default=1, help="starts per simulated run (default 1)")
+    ap.add_argument(
+        "--leave-out",
+        choices=LEAVE_OUT,
+        default=None,
+        help="what plays tonight's run: one whole pass (the default, as the verdict judges) "
+        "or --starts starts (the default when --starts is given)",
+    )
+    ap.add_argument(
+        "--starts", type=int, default=1, help="starts per simulated run (--leave-out start)"
+    )
     ap.add_argument("--write-docs", type=Path, default=None, help="replace the power block")
+    ap.add_argument(
+        "--block", default=None, help="the named block <!-- power:begin NAME --> to replace"
+    )
     args = ap.parse_args(argv)
+    if args.starts < 1:
+        print(f"--starts {args.starts}: expected 1 or more", file=sys.stderr)
+        return 2
+    if args.leave_out is None:  # --starts K alone: the leave-K-starts-out of earlier docs
+        args.leave_out = "start" if args.starts != 1 else "pass"
+    if args.leave_out == "pass" and args.starts != 1:
+        print(
+            f"--starts {args.starts} applies to --leave-out start (--leave-out pass, the "
+            "default, leaves out whole passes)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.block is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", args.block):
+        print(f"--block {args.block!r}: use letters, digits, '.', '_' or '-'", file=sys.stderr)
+        return 2
     suite = load_suite(args.suite)
     alpha = vd.suite_levels(suite)
     bf = load_baselines(args.baseline)
     if not bf.entries:
         print(f"{args.baseline}: no entries", file=sys.stderr)
         return 2
-    rows = item_rows(bf, dict(suite.metrics), alpha.item, args.starts)
-    rows += engine_rows(bf, dict(suite.metrics), alpha.engine_wide, args.starts)
+    # the item's own [workload] min_baseline_days decides its speed gate (speed_baseline_short)
+    summaries = {
+        it.key.as_str(): {"workload": {"min_baseline_days": it.workload.min_baseline_days}}
+        for it in suite.items()
+    }
+    policies = dict(suite.metrics)
+    rows = item_rows(bf, policies, alpha.item, args.starts, args.leave_out, summaries)
+    rows += engine_rows(bf, policies, alpha.engine_wide, args.starts, args.leave_out, summaries)
     if not rows:
         print(f"{args.baseline}: no gated metric has enough starts to resample", file=sys.stderr)
         return 2
     rel = args.baseline.resolve()
     if rel.is_relative_to(ROOT):
         rel = rel.relative_to(ROOT)
-    text = table(rows, alpha, args.starts, str(rel), args.suite)
+    text = table(rows, alpha, args.starts, str(rel), args.suite, args.leave_out)
     print(text)
     if args.write_docs:
-        doc = args.write_docs.read_text(encoding="utf-8")
-        if BEGIN not in doc or END not in doc:
-            print(f"{args.write_docs}: no {BEGIN} ... {END} block", file=sys.stderr)
+        err = write_block(args.write_docs, text, args.block)
+        if err:
+            print(err, file=sys.stderr)
             return 2
-        pre, rest = doc.split(BEGIN, 1)
-        _, post = rest.split(END, 1)
-        args.write_docs.write_text(pre + BEGIN + "\n" + text + END + post, encoding="utf-8")
     return 0
 
 

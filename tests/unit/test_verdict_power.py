@@ -1,0 +1,210 @@
+"""scripts/verdict_power.py: leave-one-pass-out resampling, engine-wide rows of one-item engines,
+the gate column and named doc blocks."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from specperf.baselines import BaselineEntry, BaselineFile, BaselineMetric, dump
+from specperf.config import ItemKey, MetricPolicy
+
+ROOT = Path(__file__).resolve().parents[2]
+TPS = "output_throughput_tok_s"
+MAL = "mean_acceptance_length"
+POLICIES = {
+    TPS: MetricPolicy(TPS, "higher", 0.05, "measured", True, True),
+    MAL: MetricPolicy(MAL, "higher", 0.02, "always"),
+}
+ALPHA = 0.001
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "verdict_power", ROOT / "scripts" / "verdict_power.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+vp = _script()
+
+
+def _starts(
+    passes: list[list[float]], days: tuple[str, ...] = ("2026-12-01", "2026-12-02")
+) -> list[dict[str, Any]]:
+    """Per-start records, pass i stamped with its own date and boot id (its pass label), the
+    passes spread over ``days``."""
+    out = []
+    for i, values in enumerate(passes):
+        date = f"{days[i % len(days)]}T{10 + i:02d}:00:00Z"
+        for v in values:
+            out.append({"value": v, "host": "h", "date": date, "boot_id": f"boot-{i}"})
+    return out
+
+
+def _entry(key: str, metrics: dict[str, list[dict[str, Any]]]) -> BaselineEntry:
+    bms = {
+        name: BaselineMetric(
+            value=statistics.median(s["value"] for s in starts),
+            direction="higher",
+            tolerance=POLICIES[name].tolerance,
+            starts=starts,
+        )
+        for name, starts in metrics.items()
+    }
+    return BaselineEntry(
+        ItemKey.parse(key), bms, {"source": "measured", "engine_version": "1"}, {"model": "m"}
+    )
+
+
+def _file(*entries: BaselineEntry, path: Path = Path("mem.json")) -> BaselineFile:
+    return BaselineFile(path, entries={e.key.as_str(): e for e in entries})
+
+
+def _tight(n_pass: int, per_pass: int = 3, level: float = 100.0) -> list[list[float]]:
+    """Passes of nearly equal values (0.1 % apart)."""
+    return [
+        [level * (1 + 0.001 * ((i + j) % 3 - 1)) for j in range(per_pass)] for i in range(n_pass)
+    ]
+
+
+def test_pass_mode_leaves_out_whole_passes() -> None:
+    bf = _file(_entry("m/e/native/d/c1/greedy", {TPS: _starts(_tight(5))}))
+    (by_pass,) = vp.item_rows(bf, POLICIES, ALPHA, leave_out="pass")
+    (by_start,) = vp.item_rows(bf, POLICIES, ALPHA, leave_out="start")
+    assert by_pass["splits"] == 5 and by_pass["passes"] == 5 and by_pass["starts"] == 15
+    assert by_start["splits"] == 15
+    (engine,) = vp.engine_rows(bf, POLICIES, ALPHA, leave_out="pass")
+    assert engine["splits"] == 5
+
+
+def test_pass_mode_differs_from_start_mode_where_one_pass_is_slow() -> None:
+    # one pass ran 30 % slow on all three starts: as tonight's run it is red against the four
+    # others (1 split of 5); leaving out one of its starts keeps the other two in the baseline,
+    # whose pass means then spread widely, so no start-level split is red
+    passes = [[70.0, 70.07, 69.93], *_tight(4)]
+    bf = _file(_entry("m/e/native/d/c1/greedy", {TPS: _starts(passes)}))
+    (by_pass,) = vp.item_rows(bf, POLICIES, ALPHA, leave_out="pass")
+    (by_start,) = vp.item_rows(bf, POLICIES, ALPHA, leave_out="start")
+    assert by_pass[0.0] == pytest.approx(1 / 5)
+    assert by_start[0.0] == 0.0
+
+
+def test_runs_match_by_label_else_by_pass_order() -> None:
+    a, b, c, d = ("h", "t1", "x"), ("h", "t2", "y"), ("h", "t3", "z"), ("h", "t4", "w")
+    # labels shared between items: matched by label
+    assert vp._runs([[a, a, b], [b, a]]) == [[a, a, b], [b, a]]
+    # no label shared, as many passes (each item stamped with its own time): the i-th passes
+    assert vp._runs([[a, a, b], [c, d, d]]) == [[0, 0, 1], [0, 1, 1]]
+
+
+def test_one_item_engine_gets_an_engine_wide_row() -> None:
+    passes = _tight(4)
+    bf = _file(_entry("m/solo/native/d/c1/greedy", {TPS: _starts(passes)}))
+    rows = vp.engine_rows(bf, POLICIES, ALPHA, leave_out="pass")
+    (row,) = rows
+    assert row["key"] == "engine solo (1 item)"
+    assert row["metric"] == f"engine-wide {TPS}"
+    assert row["splits"] == 4 and row["gate"] == "gated"
+    assert row[0.0] == 0.0 and row[0.25] == 1.0
+    # leave-k-out too
+    (by_start,) = vp.engine_rows(bf, POLICIES, ALPHA, leave_out="start")
+    assert by_start["key"] == "engine solo (1 item)" and by_start["splits"] == 12
+
+
+def test_gate_column_follows_the_speed_baseline_rule() -> None:
+    one_day = _entry(
+        "m/e1/native/d/c1/greedy",
+        {TPS: _starts(_tight(4), days=("2026-12-01",)), MAL: _starts(_tight(4), ("2026-12-01",))},
+    )
+    two_days = _entry("m/e2/native/d/c1/greedy", {TPS: _starts(_tight(4))})
+    two_passes = _entry("m/e3/native/d/c1/greedy", {TPS: _starts(_tight(2))})
+    bf = _file(one_day, two_days, two_passes)
+    gates = {(r["key"], r["metric"]): r["gate"] for r in vp.item_rows(bf, POLICIES, ALPHA)}
+    assert gates[("m/e1/native/d/c1/greedy", TPS)] == "report-only: 1 day"
+    assert gates[("m/e1/native/d/c1/greedy", MAL)] == "gated"  # not hardware-bound
+    assert gates[("m/e2/native/d/c1/greedy", TPS)] == "gated"
+    assert gates[("m/e3/native/d/c1/greedy", TPS)] == "report-only: 2 passes"
+    engine = {(r["key"], r["metric"]): r["gate"] for r in vp.engine_rows(bf, POLICIES, ALPHA)}
+    assert engine[("engine e1 (1 item)", f"engine-wide {TPS}")] == "report-only: 1 day"
+    assert engine[("engine e2 (1 item)", f"engine-wide {TPS}")] == "gated"
+    assert engine[("engine e1 (1 item)", f"engine-wide {MAL}")] == "gated"
+
+
+def test_engine_with_some_report_only_items_gates_over_the_others() -> None:
+    one_day = _entry("m/e/native/a/c1/greedy", {TPS: _starts(_tight(4), days=("2026-12-01",))})
+    two_days = _entry("m/e/native/b/c1/greedy", {TPS: _starts(_tight(4))})
+    (row,) = vp.engine_rows(_file(one_day, two_days), POLICIES, ALPHA)
+    assert row["gate"] == "gated" and row["key"] == "engine e (1 item)"
+
+
+def _baseline_json(tmp_path: Path) -> Path:
+    path = tmp_path / "b.json"
+    bf = _file(_entry("m/e/native/d/c1/greedy", {TPS: _starts(_tight(4))}), path=path)
+    path.write_text(dump(bf), encoding="utf-8")
+    return path
+
+
+DOC = """# doc
+
+intro
+<!-- power:begin -->
+OLD-UNNAMED
+<!-- power:end -->
+
+between
+<!-- power:begin h200 -->
+OLD-NAMED
+<!-- power:end h200 -->
+tail
+"""
+
+
+def test_block_writes_only_between_its_own_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(DOC, encoding="utf-8")
+    rc = vp.main([str(_baseline_json(tmp_path)), "--block", "h200", "--write-docs", str(doc)])
+    assert rc == 0
+    text = doc.read_text(encoding="utf-8")
+    head, named = text.split("<!-- power:begin h200 -->\n")
+    assert head == DOC.split("<!-- power:begin h200 -->\n")[0]  # unnamed block untouched
+    body, tail = named.split("<!-- power:end h200 -->")
+    assert "OLD-NAMED" not in body and "| m/e/native/d/c1/greedy | output_throughput" in body
+    assert tail == "\ntail\n"
+    # without --block: the unnamed block, the named one kept
+    assert vp.main([str(_baseline_json(tmp_path)), "--write-docs", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert "OLD-UNNAMED" not in text and text.count("Resampled from") == 2
+
+
+def test_missing_marker_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(DOC, encoding="utf-8")
+    rc = vp.main([str(_baseline_json(tmp_path)), "--block", "other", "--write-docs", str(doc)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert str(doc) in err and "<!-- power:begin other -->" in err
+    assert doc.read_text(encoding="utf-8") == DOC
+    doc.write_text("<!-- power:begin -->\nno end\n", encoding="utf-8")
+    assert vp.main([str(_baseline_json(tmp_path)), "--write-docs", str(doc)]) == 2
+    assert "<!-- power:end -->" in capsys.readouterr().err
+
+
+def test_starts_means_leave_starts_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--starts K`` alone keeps its documented meaning (leave K starts out); asked together
+    with whole passes it is refused with a one-line reason."""
+    path = _baseline_json(tmp_path)
+    assert vp.main([str(path), "--starts", "2"]) == 0
+    assert "leave-2-out" in capsys.readouterr().out
+    assert vp.main([str(path), "--starts", "2", "--leave-out", "pass"]) == 2
+    assert "--leave-out start" in capsys.readouterr().err
+    assert vp.main([str(path), "--starts", "2", "--leave-out", "start"]) == 0
+    assert "leave-2-out" in capsys.readouterr().out
