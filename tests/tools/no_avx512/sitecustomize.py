@@ -27,23 +27,25 @@ def _patch(torch: Any) -> None:
 
 
 class _AfterTorch(importlib.abc.MetaPathFinder):
-    """Patches torch once it is imported (importing it here would slow every process)."""
+    """Patches torch once it is executed (importing it here would slow every process). It stays
+    on ``sys.meta_path`` until then: a ``find_spec("torch")`` that only probes (vllm checks what
+    is installed) must not use it up, or the real import runs unpatched."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != "torch":
             return None
-        sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
+        exec_module = spec.loader.exec_module
 
         def patched(module: Any) -> None:
             exec_module(module)
             _patch(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
 
-        loader.exec_module = patched  # type: ignore[method-assign]
+        spec.loader.exec_module = patched  # type: ignore[method-assign]
         return spec
 
 
