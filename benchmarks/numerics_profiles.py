@@ -19,7 +19,9 @@ Each run is ``pytest -m perf`` into ``OUT/<profile>`` under the hardware profile
 ``numerics-<profile>`` with an empty baselines folder, so no item is compared with a baseline
 (each says "no baseline for profile …") and every same-run rule is judged. The table lists per
 rule its bound and the worst value each profile measured (lowest for a floor, highest for a
-ceiling), and per speculative item its MAL; ``OUT/numerics.json`` keeps them. Bounded: one run
+ceiling), and per speculative item its MAL with its request count (items are sized on each
+run's own speed, so profiles may measure different prompt counts); ``OUT/numerics.json`` keeps
+them. Bounded: one run
 per profile, each at most ``--run-timeout`` seconds.
 """
 
@@ -129,8 +131,9 @@ def read_profile(run_dir: Path) -> dict[str, Any]:
     mal = {}
     for p in sorted(run_dir.glob("*/summary.json")):
         s = json.loads(p.read_text())
-        if s.get("mean_acceptance_length") is not None:
-            mal[s["item_id"]] = round(float(s["mean_acceptance_length"]), 4)
+        if s.get("mean_acceptance_length") is not None:  # with the request count it was
+            # measured over: each run sizes its items on its own speed (none has a baseline)
+            mal[s["item_id"]] = f"{float(s['mean_acceptance_length']):.4f} ({s['num_requests']})"
     return {"rules": rules, "mal": mal}
 
 

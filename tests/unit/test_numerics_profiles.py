@@ -71,11 +71,17 @@ def test_the_table_takes_the_worst_value_per_rule_and_profile(tmp_path):
     (run / "vllm-ngram-mt-bench-c1").mkdir(parents=True)
     (run / "verdict.json").write_text(json.dumps({"checks": checks}))
     (run / "vllm-ngram-mt-bench-c1" / "summary.json").write_text(
-        json.dumps({"item_id": "vllm-ngram-mt-bench-c1", "mean_acceptance_length": 2.61234})
+        json.dumps(
+            {
+                "item_id": "vllm-ngram-mt-bench-c1",
+                "mean_acceptance_length": 2.61234,
+                "num_requests": 64,
+            }
+        )
     )
     res = tool.read_profile(run)
     assert set(res["rules"]) == {"ngram-drafts", "no-degenerate-outputs"}
     text = tool.table({"sse41": res}, {"no-degenerate-outputs": "max"})
     assert "| ngram-drafts | ≥ 2 | 2.6 (pass 2) |" in text
     assert "| no-degenerate-outputs | ≤ 0.15 | 0.0625 (pass 2) |" in text
-    assert "| vllm-ngram-mt-bench-c1 | 2.6123 |" in text
+    assert "| vllm-ngram-mt-bench-c1 | 2.6123 (64) |" in text
