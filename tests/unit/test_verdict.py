@@ -1185,3 +1185,16 @@ def test_engine_wide_mal_over_one_start_baselines_is_report_only_its_items_are_t
     wide = {c.metric: c for c in vd.engine_wide_checks(res, bf, POL, alpha=0.0025)}
     assert wide["engine-wide mean_acceptance_length"].gated
     assert wide["engine-wide mean_acceptance_length"].status == "fail"
+
+
+def test_a_report_only_metric_missing_from_the_run_never_fails():
+    """A metric stored report-only (here a MAL of 1.0: a gate that cannot fail) that this run did
+    not measure is reported, not failed; a live gate missing from the run still fails."""
+    dead = base_entry(mal=1.0)
+    assert dead.metrics["mean_acceptance_length"].report_only
+    gone = summary(mal=None)
+    c = by_metric(vd.evaluate_item(vd.ItemResult(gone), dead, POL))["mean_acceptance_length"]
+    assert (c.status, c.gated) == ("info", False)
+    assert "not measured in this run" in c.reason and "report only" in c.reason
+    live = by_metric(vd.evaluate_item(vd.ItemResult(gone), base_entry(), POL))
+    assert live["mean_acceptance_length"].status == "fail"
