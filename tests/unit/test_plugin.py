@@ -173,6 +173,10 @@ def test_missing_strict_update_then_pass(perf):
             "-k cal-native-mt-bench-c1 --update-baselines=missing*",
         ]
     )
+    # no baseline, yet the portable rule is judged (and here holds)
+    r.stdout.fnmatch_lines(["*rule:eagle3-faster*PASS"])
+    judged = json.loads((res / "verdict.json").read_text())["checks"]
+    assert {c["status"] for c in judged if c.get("rule") == "eagle3-faster"} == {"pass"}
     r = run(perf, "--results-dir", str(perf.path / "r2"), "--strict-baselines")
     r.assert_outcomes(failed=4)
 
