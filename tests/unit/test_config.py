@@ -426,3 +426,60 @@ def test_l40_floor_applies_only_to_the_seed_workload():
     assert verdict._rule_subjects(rule, results, None) == [
         ItemKey("qwen3-8b", "vllm", "eagle3", "zh-long", 1, "qwen3-default")
     ]
+
+
+def test_every_engine_spec_field_is_fingerprinted_or_left_out_on_purpose():
+    """Issue 13, item 5: every server-shape field is in the fingerprint. A field added to
+    EngineSpec must be put in it or named here with why; changing any fingerprinted field
+    changes the fingerprint (and so makes a baseline entry stale)."""
+    import dataclasses
+
+    from specperf.config.matrix import SERVER_KEYS
+    from specperf.engines.base import EngineSpec
+
+    topology = {"method", "num_speculative_tokens", "topk", "num_draft_tokens"}
+    topology |= {"ngram_min", "ngram_max"}
+    fingerprinted = {"kind", "label", "extra_args", *SERVER_KEYS, *topology}
+    by_identity = {"model", "tokenizer", "draft_model"}  # content digests, never paths
+    left_out = {
+        "served_model_name": "the name the client sends, not how the server computes",
+        "env": "the engine build's environment (the release watch passes the version there)",
+        "python": "the engine build: what a release comparison tests",
+        "image": "the engine build, as python",
+        "options": "engine-module dials (calibration speeds): what a comparison tests",
+    }
+    fields = {f.name for f in dataclasses.fields(EngineSpec)}
+    assert fields == fingerprinted | by_identity | set(left_out), sorted(
+        fields ^ (fingerprinted | by_identity | set(left_out))
+    )
+    item = next(i for i in load_suite("cpu-tiny").items() if i.key.method == "ngram")
+    base = item.fingerprint_base()
+
+    def changed(value: object) -> object:
+        if isinstance(value, bool):
+            return not value
+        if isinstance(value, int):
+            return value + 7
+        if isinstance(value, float):
+            return value / 2
+        if isinstance(value, tuple):
+            return (*value, "--changed-flag")
+        return f"{value}-changed"
+
+    for name in sorted(fingerprinted):
+        value = getattr(item.spec, name)
+        new = changed(value) if value is not None else (0.5 if name.endswith("ion") else 3)
+        if name == "dtype" or name == "reasoning_parser":
+            new = "float16" if name == "dtype" else "qwen3"
+        spec = dataclasses.replace(item.spec, **{name: new})
+        fp = dataclasses.replace(item, spec=spec).fingerprint_base()
+        assert fp != base, f"EngineSpec.{name} is not in the fingerprint"
+    unrelated = {  # env's KV-cache size IS fingerprinted (kv_cache_space); another var is not
+        "env": (*item.spec.env, ("SPECPERF_UNRELATED", "1")),
+        "options": (*item.spec.options, ("speed", "2")),
+    }
+    for name in sorted(left_out):
+        value = getattr(item.spec, name)
+        new = unrelated.get(name) or (changed(value) if value is not None else "x")
+        spec = dataclasses.replace(item.spec, **{name: new})
+        assert dataclasses.replace(item, spec=spec).fingerprint_base() == base, name
