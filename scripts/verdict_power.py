@@ -105,12 +105,14 @@ def _runs(labels: Sequence[Sequence[Hashable]]) -> list[list[Hashable]]:
     return [list(lab) for lab in labels]
 
 
+def _leave_run_out(runs: Sequence[Hashable], run: Hashable) -> tuple[list[int], list[int]]:
+    """(tonight's indices, the baseline's): the starts of ``run``, and all the others."""
+    return [i for i, x in enumerate(runs) if x == run], [i for i, x in enumerate(runs) if x != run]
+
+
 def _pass_splits(runs: Sequence[Hashable]) -> list[tuple[Hashable, list[int], list[int]]]:
     """Leave-one-pass-out: (run, tonight's indices, the baseline's) per run, in order."""
-    return [
-        (r, [i for i, x in enumerate(runs) if x == r], [i for i, x in enumerate(runs) if x != r])
-        for r in dict.fromkeys(runs)
-    ]
+    return [(r, *_leave_run_out(runs, r)) for r in dict.fromkeys(runs)]
 
 
 def gate_of(
@@ -167,7 +169,7 @@ def item_rows(
             else:
                 runs = _runs([labels, *peer_labels])
                 for r, cur, base in _pass_splits(runs[0]):
-                    keep = [[j for j, x in enumerate(pr) if x != r] for pr in runs[1:]]
+                    keep = [_leave_run_out(pr, r)[1] for pr in runs[1:]]
                     splits.append((cur, base, keep))
                 if not splits or min(len(b) for _, b, _ in splits) < stats.MIN_BASELINE_STARTS:
                     continue
@@ -277,15 +279,7 @@ def engine_rows(
             else:
                 runs = _runs([lab for _, lab in series])
                 for r in dict.fromkeys(x for rs in runs for x in rs):
-                    splits.append(
-                        [
-                            (
-                                [i for i, x in enumerate(rs) if x == r],
-                                [i for i, x in enumerate(rs) if x != r],
-                            )
-                            for rs in runs
-                        ]
-                    )
+                    splits.append([_leave_run_out(rs, r) for rs in runs])
             row: dict[str, Any] = {
                 "key": f"engine {engine} ({len(series)} item{'s' if len(series) != 1 else ''})",
                 "metric": f"engine-wide {metric}",

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 BASELINE_UPDATES = "baseline-updates.jsonl"  # one line per entry an update wrote
 
 
+def report_only_line(item: str, metric: str, why: str) -> str:
+    """The warning for a metric an update stored report-only (a gate that could not fail)."""
+    return f"WARNING {item}: {metric} stored report-only: {why}"
+
+
 def write_item_summary(
     item_dir: Path, summaries: list[dict[str, Any]], metrics: list[str], fresh_starts: bool
 ) -> dict[str, Any]:
@@ -103,10 +108,13 @@ def update_baseline(
     )
     report_only = {metric: m.report_only for metric, m in new.metrics.items() if m.report_only}
     for metric, why in report_only.items():
-        progress_line(f"WARNING {run.item.id}: {metric} stored report-only: {why}")
+        progress_line(report_only_line(run.item.id, metric, why))
     bl.update_baselines(baseline_file, [new], hardware_profile=opts.hardware_profile)
-    record: dict[str, Any] = {"key": run.item.key.as_str(), "file": str(baseline_file)}
-    record["mode"] = mode
+    record: dict[str, Any] = {
+        "key": run.item.key.as_str(),
+        "file": str(baseline_file),
+        "mode": mode,
+    }
     if report_only:  # the controller repeats these at the end (a worker's log is not shown)
         record.update(item=run.item.id, report_only=report_only)
     append_jsonl(Path(opts.results_dir) / BASELINE_UPDATES, record)

@@ -79,10 +79,10 @@ class Reporter:
             passed = sum(c.status == "pass" for c in checks)
             tr.write_line(f"({passed} passing checks not shown; all in verdict.json)")
         for c in state.session_failures:
-            why = "--strict-baselines: a gated check not evaluated" if c.status != "fail" else ""
-            tr.write_line(
-                f"FAIL (judged at the end of the session{why and ', ' + why}) {c.line()}", red=True
+            strict = (
+                ", --strict-baselines: a gated check not evaluated" if c.status != "fail" else ""
             )
+            tr.write_line(f"FAIL (judged at the end of the session{strict}) {c.line()}", red=True)
         tr.write_line(f"specperf: {vd.summary_line(checks)}")
         for line in stored_report_only(state.results_dir):
             tr.write_line(line, yellow=True)
@@ -114,7 +114,7 @@ class Reporter:
 def stored_report_only(results_dir: Path) -> list[str]:
     """One WARNING line per metric an update stored report-only (a gate that could not fail):
     said at the end by the controller, since under xdist a worker's progress lines are not."""
-    from specperf.session_results import BASELINE_UPDATES
+    from specperf.session_results import BASELINE_UPDATES, report_only_line
 
     path = results_dir / BASELINE_UPDATES
     if not path.exists():
@@ -122,9 +122,7 @@ def stored_report_only(results_dir: Path) -> list[str]:
     lines = []
     for row in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
         for metric, why in (row.get("report_only") or {}).items():
-            lines.append(
-                f"WARNING {row.get('item') or row['key']}: {metric} stored report-only: {why}"
-            )
+            lines.append(report_only_line(row.get("item") or row["key"], metric, why))
     return lines
 
 

@@ -93,26 +93,6 @@ def engine_wide_checks(
                     )
                 continue
             effect = pol.tolerance if min_effect is None else min_effect
-            if pol.gate == "always" and all(
-                len(base) < stats.MIN_BASELINE_STARTS for _, base, _ in groups
-            ):  # deterministic metric, one-start baselines: its items were compared point to
-                # point, which is what the suite gates; no spread for a pooled test (report)
-                out.append(
-                    Check(
-                        f"engine {engine}",
-                        f"engine-wide {metric}",
-                        "not_evaluated",
-                        tolerance=effect,
-                        direction=pol.direction,
-                        reason=f"no item's baseline has >= {stats.MIN_BASELINE_STARTS} engine "
-                        "starts: its items are compared point to point with the tolerance; "
-                        "the pooled test needs a spread (--update-baselines --repeat 3 "
-                        "--restart-between-repeats)",
-                        rule=ENGINE_WIDE_RULE,
-                        gated=False,
-                    )
-                )
-                continue
             d = stats.engine_wide(
                 groups, pol.direction, min_effect=effect, alpha=alpha, units=units
             )
@@ -133,6 +113,15 @@ def engine_wide_checks(
                 detectable=d.detectable,
                 p_value=d.p_value,
             )
+            if d.regressed is None and d.n_baseline == 0 and pol.gate == "always":
+                # a deterministic metric over one-start baselines: its items were compared
+                # point to point, which is the suite's gate; the pooled test has no spread
+                c.gated = False
+                c.reason = (
+                    f"{d.reason}: its items are compared point to point with the tolerance; the "
+                    "pooled test needs a spread (--update-baselines --repeat 3 "
+                    "--restart-between-repeats)"
+                )
             out.append(c)
     return out
 

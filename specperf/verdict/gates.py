@@ -302,7 +302,9 @@ def evaluate_item(
                 c.reason = join(c.reason, f"report only: {never or 'suite policy'}")
             elif other_profile(bm.hardware_profile, profile):
                 c.status = "not_evaluated"
-                c.reason = join(c.reason, f"baseline measured on {bm.hardware_profile}")
+                c.reason = join(
+                    c.reason, f"baseline measured on {bm.hardware_profile}, this is {profile}"
+                )
             else:
                 c.status = "fail"
                 c = quarantine(c, issues, key, today)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.baselines import BaselineFile, baseline_path, load_baselines
+from specperf.config import Rule
 from specperf.errors import ConfigError
 from specperf.verdict.checks import Check
 from specperf.verdict.engine_wide import check_alpha, engine_wide_checks
@@ -76,7 +77,7 @@ def evaluate_results(
     alpha = alpha_from_snapshot(snap) or check_alpha(policies, [r.key for r in results.values()])
     checks: list[Check] = []
     engine_wide: list[Check] = []
-    file_rules: list[Any] = []
+    file_rules: list[Rule] = []
     for own_profile, keys in groups.items():
         file, missing = _baseline_file_for(
             baselines, baselines_dir, hardware_profile or own_profile, snap
@@ -98,7 +99,10 @@ def evaluate_results(
                 )
             )
         group = {k: results[k] for k in keys}
-        engine_wide += engine_wide_checks(group, file, policies, alpha=alpha.engine_wide)
+        for c in engine_wide_checks(group, file, policies, alpha=alpha.engine_wide):
+            if len(groups) > 1:  # one engine may run on two profiles: one row each
+                c.key = f"{c.key} ({own_profile})"
+            engine_wide.append(c)
     selected = selected_from_snapshots(dirs)
     checks.extend(
         evaluate_rules(

@@ -976,6 +976,8 @@ def test_each_item_of_a_folder_is_judged_against_its_own_profile(tmp_path):
     _write_results(res, [summary(profile="gpu-a"), summary(ngram, profile="gpu-b")])
     v = vd.evaluate_results([res], baselines_dir=bdir)
     assert not v.failed, [(c.key, c.metric, c.reason) for c in v.failed]
+    wide = [(c.key, c.metric) for c in v.checks if c.rule == "engine-wide"]
+    assert len(wide) == len(set(wide)) and any("(gpu-b)" in k for k, _ in wide)  # one row each
     mal = {c.key: c for c in v.checks if c.metric == "mean_acceptance_length"}
     assert mal[ngram.as_str()].status == "pass" and mal[ngram.as_str()].baseline == 2.5
     # a folder of profile b judged against profile a's file: nothing machine-moved is compared
