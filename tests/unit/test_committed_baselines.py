@@ -81,12 +81,10 @@ def test_every_stored_metric_can_fail_or_says_why() -> None:
                     assert low > 1.0 or path.name in KNOWN_STALE, (path.name, key, m.value)
 
 
-def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
-    """baselines/nvidia-h200x1.json was made on three H200s from configs that
-    scripts/gpu_run.py writes (random weights: the fingerprint holds the configs' content
-    digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
-    Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
-    would leave the file stale fails here (re-make it: docs/transformers.md, issue 14 part 2)."""
+def _h200_suite_fingerprints(tmp_path: Path) -> tuple[dict[str, dict], dict]:
+    """The h200-transformers suite's items as scripts/gpu_run.py runs them on a GPU (random-weight
+    configs it writes, the EAGLE3 head fitted by specperf.eagle3.fit, identity = its recipe
+    digest), rebuilt here: key -> the fingerprint a run records today, and the items."""
     import sys
 
     from specperf.testkit import eagle3_fit as fit
@@ -104,27 +102,58 @@ def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
         plan, tmp_path / gpu_run.SHAPE_HEAD, tmp_path, gpu_run.FIT_NAME, digest_only=True
     )
     suite = load_suite(suite_path, {**settings, "eagle3_head_revision": head["identity"]})
-    bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h200x1.json")
-    assert bf.hardware_profile == "nvidia-h200x1"
-    keys = set()
+    fps, items = {}, {}
     for item in suite.items():
         fp = item.fingerprint_base()
         fp["dataset_version"] = datasets.load_dataset(item.key.dataset, tier=item.tier).version
-        entry = bf.entries[item.key.as_str()]
+        fps[item.key.as_str()] = fp
+        items[item.key.as_str()] = item
+    return fps, items
+
+
+def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
+    """baselines/nvidia-h200x1.json was made on three H200s from configs that
+    scripts/gpu_run.py writes (random weights: the fingerprint holds the configs' content
+    digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
+    Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
+    would leave the file stale fails here (re-make it: docs/transformers.md, issue 14 part 2)."""
+    fps, items = _h200_suite_fingerprints(tmp_path)
+    bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h200x1.json")
+    assert bf.hardware_profile == "nvidia-h200x1"
+    for key, fp in fps.items():
+        entry = bf.entries[key]
         assert not bl.fingerprint_diff(entry.fingerprint, fp), bl.fingerprint_diff(
             entry.fingerprint, fp
         )
-        keys.add(item.key.as_str())
         # >= 3 engine starts per metric (MIN_BASELINE_STARTS), from more than one GPU
         for name, m in entry.metrics.items():
             assert len(m.starts or []) >= 3, name
             assert len({s.get("gpu_uuid") for s in m.starts or []}) >= 2, name
         # its speed gate is armed (starts from the item's min_baseline_days and enough
         # passes), so a check run's tok/s is judged, never "not evaluated" (issue 13)
-        days = item.workload.min_baseline_days
-        assert speed_baseline_short({}, entry, "output_throughput_tok_s", days) is None, item.key
-    assert keys == set(bf.entries)
+        days = items[key].workload.min_baseline_days
+        assert speed_baseline_short({}, entry, "output_throughput_tok_s", days) is None, key
+    assert set(fps) == set(bf.entries)
     mal = bf.entries["qwen3-8b-shape/transformers/eagle3/gsm8k/c1/greedy"].metrics[
         "mean_acceptance_length"
     ]
     assert mal.value > 1.5 and not mal.report_only  # a gate that can fail
+
+
+def test_h100_baseline_matches_the_suite(tmp_path: Path) -> None:
+    """baselines/nvidia-h100-80gb-hbm3x1.json: the decode-loop item only, four update passes on
+    one H100 lease (2026-12-05, session 27; docs/baselines.md). Its entries must match the suite
+    as the H200 file's do; its speed gate stays unarmed (report-only, with the reason) until
+    another day's starts are appended: a one-day file must not judge speed."""
+    fps, items = _h200_suite_fingerprints(tmp_path)
+    bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h100-80gb-hbm3x1.json")
+    assert bf.hardware_profile == "nvidia-h100-80gb-hbm3x1"
+    assert bf.entries and set(bf.entries) <= set(fps)
+    for key, entry in bf.entries.items():
+        assert not bl.fingerprint_diff(entry.fingerprint, fps[key]), key
+        for name, m in entry.metrics.items():
+            assert len(m.starts or []) >= 3, name
+        days = items[key].workload.min_baseline_days
+        dates = {s["date"][:10] for s in entry.metrics["output_throughput_tok_s"].starts or []}
+        short = speed_baseline_short({}, entry, "output_throughput_tok_s", days)
+        assert (short is None) == (len(dates) >= days), (key, short, dates)
