@@ -54,7 +54,8 @@ step() {  # name repeat [throttle share] [match] [reject q] [pass]
   unthrottle
   python3 docs/data/h200-campaign/host_probe.py >> /tmp/camp/$name.probe 2>&1
   sed 's/^/   /' /tmp/camp/$name.probe | cut -c1-400
-  [ "$pass" = update ] && cp baselines/nvidia-h200x1.json "$OUT/$name.baseline.json"
+  # the file the update wrote (this GPU's profile: nvidia-h200x1, nvidia-h100-80gb-hbm3x1, ...)
+  [ "$pass" = update ] && cp "$(ls -t baselines/nvidia-*.json | head -1)" "$OUT/$name.baseline.json"
   echo "   rc $rc end $(date -u +%FT%T)"
   grep -E "^VERDICT|^specperf:|engine-wide|^HOST|fitted in|cached in|drafts replaced" /tmp/camp/$name.log | cut -c1-420 | sed 's/^/   /'
   [ -f "/tmp/camp/$name.throttle.json" ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('   throttle', r['priority'], {g: (v['share_held'], v['longest_run_s']) for g, v in r['groups'].items()})" "/tmp/camp/$name.throttle.json"
