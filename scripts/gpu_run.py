@@ -26,8 +26,9 @@ tables
 Figures reported per item: output tok/s, TPOT/TTFT p50, decode tok/s p50, MAL; for EAGLE3 the
 per-step cost split (draft phase and verify phase seconds per verify step, from the engine's
 counters) against native's per-token step (TPOT p50); native's share of the HBM roofline
-(roofline tok/s = HBM bandwidth / bf16 weight bytes, 4.8 TB/s for an H200); NVML per item
-(clocks, power, temperature, throttle reasons, memory) from samples inside each item's window.
+(roofline tok/s = HBM bandwidth / bf16 weight bytes; the bandwidth is the GPU's datasheet figure,
+4.8 TB/s for an H200, 3.35 for an H100 SXM, or --hbm-tb-s); NVML per item (clocks, power,
+temperature, throttle reasons, memory) from samples inside each item's window.
 """
 
 from __future__ import annotations
@@ -49,7 +50,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SUITE = ROOT / "specperf" / "suites" / "h200-transformers.toml"
-HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
+# Memory bandwidth per GPU product, from NVIDIA's datasheets, for the roofline line: first match of
+# the name torch reports wins (more specific names first). Session 27's lease came as an H100 80GB
+# HBM3 and the report divided by the H200's 4.8 TB/s, understating its share by 30 %; a GPU not
+# listed gets no roofline unless --hbm-tb-s is given, rather than another card's figure.
+HBM_BYTES_PER_S = (
+    ("H200", 4.8e12),
+    ("H100 NVL", 3.9e12),
+    ("H100 PCIe", 2.0e12),
+    ("H100", 3.35e12),  # SXM5, "NVIDIA H100 80GB HBM3"
+    ("A100-SXM4-80GB", 2.039e12),
+    ("A100 80GB PCIe", 1.935e12),
+    ("A100", 1.555e12),  # 40 GB, SXM4 and PCIe
+    ("L40S", 0.864e12),
+    ("L40", 0.864e12),
+)
+
+
+def hbm_bytes_per_s(gpu_name: str) -> float | None:
+    """The datasheet memory bandwidth of the GPU torch names (None: not in the table)."""
+    return next((bw for key, bw in HBM_BYTES_PER_S if key in gpu_name), None)
+
 
 # Real shapes (public config.json values) — random weights are made from these on the device.
 QWEN3_8B = {
@@ -462,7 +483,7 @@ def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
     return fig
 
 
-def collect(passes: list[dict[str, Any]], hbm: float) -> dict[str, Any]:
+def collect(passes: list[dict[str, Any]], hbm: float | None) -> dict[str, Any]:
     from specperf.environment import summarize_samples
 
     out: dict[str, Any] = {}
@@ -489,7 +510,7 @@ def collect(passes: list[dict[str, Any]], hbm: float) -> dict[str, Any]:
                 f["overhead_ms_per_step"] = step - native["tpot_ms_p50"]
                 f["overhead_ratio"] = step / native["tpot_ms_p50"]
         roof = None
-        if native and native.get("weight_bytes"):
+        if hbm and native and native.get("weight_bytes"):
             roof_tok_s = hbm / native["weight_bytes"]
             dec = native.get("decode_tok_s_p50")
             roof = {
@@ -621,7 +642,13 @@ def main() -> int:
     ap.add_argument("--models-dir", type=Path, default=None)
     ap.add_argument("--baselines-dir", type=Path, default=ROOT / "baselines")
     ap.add_argument("--work", type=Path, default=None, help="results root (default OUT/work)")
-    ap.add_argument("--hbm-tb-s", type=float, default=HBM_BYTES_PER_S / 1e12)
+    ap.add_argument(
+        "--hbm-tb-s",
+        type=float,
+        default=None,
+        help="GPU memory bandwidth for the roofline line (default: the GPU's datasheet figure, "
+        "from HBM_BYTES_PER_S; none for a GPU not listed)",
+    )
     ap.add_argument("--pass-timeout", type=float, default=3600.0, help="seconds per pass")
     ap.add_argument(
         "--eagle3-head",
@@ -672,6 +699,12 @@ def main() -> int:
         "cuda": torch.version.cuda,
         "gpus": [torch.cuda.get_device_name(i) for i in gpu_indices()],
     }
+    # the roofline's bandwidth: given, else the (first) GPU's datasheet figure, else none
+    gpu_name = (device["gpus"] or [""])[0]
+    hbm = args.hbm_tb_s * 1e12 if args.hbm_tb_s else hbm_bytes_per_s(gpu_name)
+    if hbm is None and device["gpus"]:
+        print(f"gpu_run: no memory bandwidth known for {gpu_name!r}: no roofline (--hbm-tb-s)")
+    device["hbm_tb_s"] = hbm / 1e12 if hbm else None
     passes = []
     for name in [p for p in args.passes.split(",") if p]:
         if args.budget_s:
@@ -686,7 +719,7 @@ def main() -> int:
         "eagle3_head": head,
         "settings": suite_settings(args, models_dir),
         "suite": str(SUITE.relative_to(ROOT)),
-        "passes": collect(passes, args.hbm_tb_s * 1e12),
+        "passes": collect(passes, hbm),
         "seconds": round(time.monotonic() - t0, 1),
     }
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")

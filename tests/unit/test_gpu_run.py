@@ -1,0 +1,71 @@
+"""scripts/gpu_run.py's roofline uses the bandwidth of the GPU it ran on, not the H200's for every
+card (session 27: an H100 lease's report divided by 4.8 TB/s and showed 38 % of a roofline it
+reached 55 % of)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gpu_run() -> Any:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_run
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return gpu_run
+
+
+@pytest.mark.parametrize(
+    ("name", "tb_s"),
+    [
+        ("NVIDIA H200", 4.8),
+        ("NVIDIA H100 80GB HBM3", 3.35),
+        ("NVIDIA H100 PCIe", 2.0),
+        ("NVIDIA H100 NVL", 3.9),
+        ("NVIDIA A100-SXM4-80GB", 2.039),
+        ("NVIDIA A100-SXM4-40GB", 1.555),
+        ("NVIDIA L40S", 0.864),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
+def test_the_roofline_bandwidth_is_the_gpus_own(name: str, tb_s: float | None) -> None:
+    bw = _gpu_run().hbm_bytes_per_s(name)
+    assert (bw / 1e12 if bw else None) == tb_s
+
+
+def _pass_with_native(tmp_path: Path) -> dict[str, Any]:
+    item = tmp_path / "transformers-native-gsm8k-c1"
+    item.mkdir()
+    summary = {
+        "key": {"method": "native", "engine": "transformers"},
+        "metrics": {"output_throughput_tok_s": 100.0},
+    }
+    (item / "summary.json").write_text(json.dumps(summary))
+    return {
+        "pass": "check",
+        "results_dir": str(tmp_path),
+        "exit_code": 0,
+        "seconds": 1.0,
+        "samples": [],
+        "sampler_error": None,
+    }
+
+
+def test_no_roofline_without_a_known_bandwidth(tmp_path: Path, monkeypatch) -> None:
+    gpu_run = _gpu_run()
+    fig = {"method": "native", "weight_bytes": 16.38e9, "decode_tok_s_p50": 112.0}
+    monkeypatch.setattr(gpu_run, "item_figures", lambda s: dict(fig, engine_pid=None))
+    monkeypatch.setattr(gpu_run, "verdict_lines", lambda *a: [])
+    p = _pass_with_native(tmp_path)
+    assert gpu_run.collect([p], None)["check"]["roofline"] is None
+    roof = gpu_run.collect([p], 3.35e12)["check"]["roofline"]
+    assert roof["hbm_tb_s"] == 3.35
+    assert roof["native_share"] == pytest.approx(112.0 / (3.35e12 / 16.38e9))
