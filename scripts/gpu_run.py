@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SUITE = ROOT / "specperf" / "suites" / "h200-transformers.toml"
+TIMED_OUT = 124  # a pass stopped at --pass-timeout (as timeout(1) exits)
 # Memory bandwidth per GPU product, from NVIDIA's datasheets, for the roofline line: first match of
 # the name torch reports wins (more specific names first). Session 27's lease came as an H100 80GB
 # HBM3 and the report divided by the H200's 4.8 TB/s, understating its share by 30 %; a GPU not
@@ -397,7 +398,7 @@ def run_logged(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float)
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             fh.write(f"\n# stopped after {timeout_s:.0f} s\n")
-            return 124
+            return TIMED_OUT
 
 
 def run_pass(
@@ -522,7 +523,9 @@ def collect(passes: list[dict[str, Any]], hbm: float | None) -> dict[str, Any]:
                 "native_output_tok_s_share": (native.get("output_tok_s") or 0) / roof_tok_s,
             }
         out[p["pass"]] = {
-            "verdicts": verdict_lines(Path(p["results_dir"]), p["pass"]),
+            "verdicts": verdict_lines(
+                Path(p["results_dir"]), p["pass"], stopped=p["exit_code"] == TIMED_OUT
+            ),
             "exit_code": p["exit_code"],
             "seconds": p["seconds"],
             "items": rows,
@@ -537,7 +540,7 @@ def collect(passes: list[dict[str, Any]], hbm: float | None) -> dict[str, Any]:
 VERDICT_METRICS = ("output_throughput_tok_s", "ttft_ms.p50", "mean_acceptance_length")
 
 
-def verdict_lines(results_dir: Path, pass_name: str) -> list[str]:
+def verdict_lines(results_dir: Path, pass_name: str, *, stopped: bool = False) -> list[str]:
     """One line per item of a pass, to paste in a review (docs/transformers.md: a change to the
     transformers engine or specperf/eagle3/ is checked on the GPU before it lands):
 
@@ -545,7 +548,8 @@ def verdict_lines(results_dir: Path, pass_name: str) -> list[str]:
         baseline 60.5 (+1.2%); …
 
     FAIL names every failed check; an item without checks (it did not run) says so — "not
-    evaluated" is never a pass."""
+    evaluated" is never a pass — and says when the pass was stopped at its time limit
+    (``stopped``: --pass-timeout / --budget-s), so a cut pass is not read as an empty one."""
     path = results_dir / "verdicts.jsonl"
     checks: dict[str, list[dict[str, Any]]] = {}
     if path.exists():
@@ -559,7 +563,9 @@ def verdict_lines(results_dir: Path, pass_name: str) -> list[str]:
         cs = checks.get(item, [])
         failed = [c for c in cs if c.get("status") == "fail"]
         unevaluated = [c for c in cs if c.get("status") in ("missing", "stale", "not_evaluated")]
-        if not cs:
+        if not cs and stopped:
+            word = "NOT EVALUATED (the pass was stopped at its time limit before the item ended)"
+        elif not cs:
             word = "NOT EVALUATED (no checks recorded)"
         elif failed:
             word = f"FAIL ({len(failed)} of {len(cs)} checks failed)"

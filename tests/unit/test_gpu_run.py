@@ -63,9 +63,22 @@ def test_no_roofline_without_a_known_bandwidth(tmp_path: Path, monkeypatch) -> N
     gpu_run = _gpu_run()
     fig = {"method": "native", "weight_bytes": 16.38e9, "decode_tok_s_p50": 112.0}
     monkeypatch.setattr(gpu_run, "item_figures", lambda s: dict(fig, engine_pid=None))
-    monkeypatch.setattr(gpu_run, "verdict_lines", lambda *a: [])
+    monkeypatch.setattr(gpu_run, "verdict_lines", lambda *a, **k: [])
     p = _pass_with_native(tmp_path)
     assert gpu_run.collect([p], None)["check"]["roofline"] is None
     roof = gpu_run.collect([p], 3.35e12)["check"]["roofline"]
     assert roof["hbm_tb_s"] == 3.35
     assert roof["native_share"] == pytest.approx(112.0 / (3.35e12 / 16.38e9))
+
+
+def test_a_pass_cut_at_its_time_limit_says_so(tmp_path: Path) -> None:
+    """Session 27's update pass was stopped by --budget-s mid-item and its line read "no checks
+    recorded", as if nothing had run; a cut pass now says it was cut."""
+    gpu_run = _gpu_run()
+    (tmp_path / "transformers-loop-native-gsm8k-c1").mkdir()
+    (tmp_path / "transformers-loop-native-gsm8k-c1" / "summary.json").write_text("{}")
+    cut = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
+    plain = gpu_run.verdict_lines(tmp_path, "update")
+    assert len(cut) == 1 and "stopped at its time limit" in cut[0]
+    assert "NOT EVALUATED" in cut[0] and "PASS" not in cut[0]
+    assert "no checks recorded" in plain[0]
