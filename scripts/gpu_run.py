@@ -590,6 +590,9 @@ def verdict_lines(results_dir: Path, pass_name: str, *, stopped: bool = False) -
         if why:
             line += " | " + " | ".join(why)
         out.append(line)
+    if not items:  # nothing to judge is still a line: a review must not read silence as green
+        why = "the pass was stopped at its time limit" if stopped else "no item wrote results"
+        out.append(f"VERDICT {pass_name}: NOT EVALUATED ({why} before any item ended)")
     return out
 
 

@@ -82,3 +82,11 @@ def test_a_pass_cut_at_its_time_limit_says_so(tmp_path: Path) -> None:
     assert len(cut) == 1 and "stopped at its time limit" in cut[0]
     assert "NOT EVALUATED" in cut[0] and "PASS" not in cut[0]
     assert "no checks recorded" in plain[0]
+
+
+def test_a_pass_with_no_item_results_still_has_a_verdict_line(tmp_path: Path) -> None:
+    gpu_run = _gpu_run()
+    (cut,) = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
+    assert cut.startswith("VERDICT update: NOT EVALUATED") and "time limit" in cut
+    (empty,) = gpu_run.verdict_lines(tmp_path, "check")
+    assert empty.startswith("VERDICT check: NOT EVALUATED") and "no item wrote results" in empty
