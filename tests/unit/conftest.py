@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -17,3 +22,15 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def gpu_run() -> ModuleType:
+    """scripts/gpu_run.py as a module (scripts/ is not a package): its model builder, head swap,
+    start annotation and report code are tested without a GPU."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_run
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return gpu_run

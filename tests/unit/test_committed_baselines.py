@@ -9,6 +9,7 @@ re-made baselines, or be listed here with why not.
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -81,19 +82,12 @@ def test_every_stored_metric_can_fail_or_says_why() -> None:
                     assert low > 1.0 or path.name in KNOWN_STALE, (path.name, key, m.value)
 
 
-def _h200_suite_fingerprints(tmp_path: Path) -> tuple[dict[str, dict], dict]:
+def _h200_suite_fingerprints(gpu_run: ModuleType, tmp_path: Path) -> tuple[dict[str, dict], dict]:
     """The h200-transformers suite's items as scripts/gpu_run.py runs them on a GPU (random-weight
     configs it writes, the EAGLE3 head fitted by specperf.eagle3.fit, identity = its recipe
     digest), rebuilt here: key -> the fingerprint a run records today, and the items."""
-    import sys
-
     from specperf.testkit import eagle3_fit as fit
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_run
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     suite_path = str(ROOT / "specperf" / "suites" / "h200-transformers.toml")
     gpu_run.build_models(tmp_path, "qwen3-8b")
     settings = {"models_dir": str(tmp_path), "device": "cuda"}
@@ -111,13 +105,13 @@ def _h200_suite_fingerprints(tmp_path: Path) -> tuple[dict[str, dict], dict]:
     return fps, items
 
 
-def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
+def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) -> None:
     """baselines/nvidia-h200x1.json was made on three H200s from configs that
     scripts/gpu_run.py writes (random weights: the fingerprint holds the configs' content
     digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
     Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
     would leave the file stale fails here (re-make it: docs/transformers.md, issue 14 part 2)."""
-    fps, items = _h200_suite_fingerprints(tmp_path)
+    fps, items = _h200_suite_fingerprints(gpu_run, tmp_path)
     bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h200x1.json")
     assert bf.hardware_profile == "nvidia-h200x1"
     for key, fp in fps.items():
@@ -140,12 +134,12 @@ def test_h200_baseline_matches_the_suite(tmp_path: Path) -> None:
     assert mal.value > 1.5 and not mal.report_only  # a gate that can fail
 
 
-def test_h100_baseline_matches_the_suite(tmp_path: Path) -> None:
+def test_h100_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) -> None:
     """baselines/nvidia-h100-80gb-hbm3x1.json: the decode-loop item only, four update passes on
     one H100 lease (2026-12-05, session 27; docs/baselines.md). Its entries must match the suite
     as the H200 file's do; its speed gate stays unarmed (report-only, with the reason) until
     another day's starts are appended: a one-day file must not judge speed."""
-    fps, items = _h200_suite_fingerprints(tmp_path)
+    fps, items = _h200_suite_fingerprints(gpu_run, tmp_path)
     bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h100-80gb-hbm3x1.json")
     assert bf.hardware_profile == "nvidia-h100-80gb-hbm3x1"
     assert bf.entries and set(bf.entries) <= set(fps)

@@ -7,9 +7,8 @@ made from (not where it lies), and gpu_run's random-head swap and start annotati
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,15 +24,6 @@ SUITE = str(ROOT / "specperf" / "suites" / "h200-transformers.toml")
 K = 3
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def _gpu_run() -> Any:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_run
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return gpu_run
 
 
 # ---------------------------------------------------------------- the loss
@@ -157,8 +147,7 @@ def test_collected_aux_rows_are_the_positions_they_describe(tiny: Any, wrong: in
 
 
 @pytest.fixture(scope="module")
-def shapes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    gpu_run = _gpu_run()
+def shapes(gpu_run: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     a, b = tmp_path_factory.mktemp("models-a"), tmp_path_factory.mktemp("models-b")
     gpu_run.build_models(a, "tiny")
     gpu_run.build_models(b, "tiny")
@@ -218,8 +207,7 @@ def test_digest_names_what_the_head_is_made_from_not_where(shapes: tuple[Path, P
 # ---------------------------------------------------------------- gpu_run
 
 
-def test_random_head_swap_keeps_shape_and_draft_vocab(tmp_path: Path) -> None:
-    gpu_run = _gpu_run()
+def test_random_head_swap_keeps_shape_and_draft_vocab(gpu_run: ModuleType, tmp_path: Path) -> None:
     cfg = Eagle3Config(
         hidden_size=32,
         intermediate_size=64,
@@ -241,8 +229,7 @@ def test_random_head_swap_keeps_shape_and_draft_vocab(tmp_path: Path) -> None:
     assert json.loads((out / "config.json").read_text())["draft_vocab_size"] == 20
 
 
-def test_annotate_starts_marks_only_this_runs_starts(tmp_path: Path) -> None:
-    gpu_run = _gpu_run()
+def test_annotate_starts_marks_only_this_runs_starts(gpu_run: ModuleType, tmp_path: Path) -> None:
     old = {"value": 1.0, "host": "h", "date": "2026-12-01T10:00:00Z"}
     other = {"value": 2.0, "host": "elsewhere", "date": "2026-12-01T12:00:00Z"}
     new = {"value": 3.0, "host": "h", "date": "2026-12-01T12:00:01Z"}

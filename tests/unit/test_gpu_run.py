@@ -5,22 +5,11 @@ reached 55 % of)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _gpu_run() -> Any:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_run
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return gpu_run
 
 
 @pytest.mark.parametrize(
@@ -36,8 +25,10 @@ def _gpu_run() -> Any:
         ("NVIDIA GeForce RTX 4090", None),
     ],
 )
-def test_the_roofline_bandwidth_is_the_gpus_own(name: str, tb_s: float | None) -> None:
-    bw = _gpu_run().hbm_bytes_per_s(name)
+def test_the_roofline_bandwidth_is_the_gpus_own(
+    gpu_run: ModuleType, name: str, tb_s: float | None
+) -> None:
+    bw = gpu_run.hbm_bytes_per_s(name)
     assert (bw / 1e12 if bw else None) == tb_s
 
 
@@ -59,8 +50,9 @@ def _pass_with_native(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-def test_no_roofline_without_a_known_bandwidth(tmp_path: Path, monkeypatch) -> None:
-    gpu_run = _gpu_run()
+def test_no_roofline_without_a_known_bandwidth(
+    gpu_run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fig = {"method": "native", "weight_bytes": 16.38e9, "decode_tok_s_p50": 112.0}
     monkeypatch.setattr(gpu_run, "item_figures", lambda s: dict(fig, engine_pid=None))
     monkeypatch.setattr(gpu_run, "verdict_lines", lambda *a, **k: [])
@@ -71,10 +63,9 @@ def test_no_roofline_without_a_known_bandwidth(tmp_path: Path, monkeypatch) -> N
     assert roof["native_share"] == pytest.approx(112.0 / (3.35e12 / 16.38e9))
 
 
-def test_a_pass_cut_at_its_time_limit_says_so(tmp_path: Path) -> None:
+def test_a_pass_cut_at_its_time_limit_says_so(gpu_run: ModuleType, tmp_path: Path) -> None:
     """Session 27's update pass was stopped by --budget-s mid-item and its line read "no checks
     recorded", as if nothing had run; a cut pass now says it was cut."""
-    gpu_run = _gpu_run()
     (tmp_path / "transformers-loop-native-gsm8k-c1").mkdir()
     (tmp_path / "transformers-loop-native-gsm8k-c1" / "summary.json").write_text("{}")
     cut = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
@@ -84,8 +75,9 @@ def test_a_pass_cut_at_its_time_limit_says_so(tmp_path: Path) -> None:
     assert "no checks recorded" in plain[0]
 
 
-def test_a_pass_with_no_item_results_still_has_a_verdict_line(tmp_path: Path) -> None:
-    gpu_run = _gpu_run()
+def test_a_pass_with_no_item_results_still_has_a_verdict_line(
+    gpu_run: ModuleType, tmp_path: Path
+) -> None:
     (cut,) = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
     assert cut.startswith("VERDICT update: NOT EVALUATED") and "time limit" in cut
     (empty,) = gpu_run.verdict_lines(tmp_path, "check")
