@@ -55,7 +55,8 @@ TIMED_OUT = 124  # a pass stopped at --pass-timeout (as timeout(1) exits)
 # the name torch reports wins (more specific names first). Session 27's lease came as an H100 80GB
 # HBM3 and the report divided by the H200's 4.8 TB/s, understating its share by 30 %; a GPU not
 # listed gets no roofline unless --hbm-tb-s is given, rather than another card's figure.
-HBM_BYTES_PER_S = (
+HBM_BYTES_PER_S: tuple[tuple[str, float | None], ...] = (
+    ("GH200", None),  # 4.0 (HBM3) or 4.9 TB/s (HBM3e) by its memory: the name does not say
     ("H200", 4.8e12),
     ("H100 NVL", 3.9e12),
     ("H100 PCIe", 2.0e12),
