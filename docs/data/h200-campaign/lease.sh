@@ -9,8 +9,10 @@
 # new GPU kind runs it, through scripts/gpu_run.py: NEWGPU_PASSES (default check,update) — a check
 # with no file for the profile (must end green with "no baseline for profile" lines), then an
 # update that starts the file. Update passes' files come back as $OUT/<step>.baseline.json.
-#   H200_STEPS='uc6:0 lt17:0:0.17:--decode-loop' OTHER_STEPS='h5:0::::update uh1:0' \
-#       bash docs/data/h200-campaign/lease.sh
+# Session 28's plan for the next lease (on an H100 on a later UTC day, h8 arms that file's
+# speed gate, and lh17b, a 0.17-share throttle, is judged against it in the same call):
+#   H200_STEPS='lt17a:0:0.17:--decode-loop lt17b:0:0.17:--decode-loop lq2:0:0.25:--decode-loop' \
+#   OTHER_STEPS='h8:0::::update lh17b:0:0.17:--decode-loop' bash docs/data/h200-campaign/lease.sh
 set -u
 export PYTHONUNBUFFERED=1
 GPU=$(nvidia-smi --query-gpu=name,uuid --format=csv,noheader); echo "GPU $GPU"
