@@ -45,6 +45,8 @@ def engine_wide_checks(
             groups = []
             units: list[str] = []
             unfit: list[str] = []
+            shadow: list[tuple] = []  # items whose own baseline is not armed yet (report-only)
+            shadow_units: list[str] = []
             for r in items:
                 entry = baselines.get(r.key)
                 fig = r.figures.get(metric) or {}
@@ -64,35 +66,28 @@ def engine_wide_checks(
                         f"baseline measured on {bm.hardware_profile}, this is {r.hardware_profile}"
                     )
                     continue
+                group = (
+                    fig.get("starts") or [fig["value"]],
+                    entry.start_values(metric),
+                    entry.start_passes(metric),
+                )
+                # items of one engine config share its start(s) in a run: one unit
+                unit = r.summary.get("spec_digest") or r.key.method
                 why = speed_baseline_unfit(r.summary, entry, metric) if pol.hardware_bound else None
                 if why:
                     unfit.append(why)
+                    shadow.append(group)
+                    shadow_units.append(unit)
                     continue
-                groups.append(
-                    (
-                        fig.get("starts") or [fig["value"]],
-                        entry.start_values(metric),
-                        entry.start_passes(metric),
-                    )
-                )
-                # items of one engine config share its start(s) in a run: one unit
-                units.append(r.summary.get("spec_digest") or r.key.method)
+                groups.append(group)
+                units.append(unit)
+            effect = pol.tolerance if min_effect is None else min_effect
             if not groups:
                 if unfit:  # said once for the engine, report-only like its items' rows
                     out.append(
-                        Check(
-                            f"engine {engine}",
-                            f"engine-wide {metric}",
-                            "not_evaluated",
-                            tolerance=pol.tolerance if min_effect is None else min_effect,
-                            direction=pol.direction,
-                            reason=unfit[0],
-                            rule=ENGINE_WIDE_RULE,
-                            gated=False,
-                        )
+                        _report_only(engine, metric, pol, effect, unfit[0], shadow, shadow_units)
                     )
                 continue
-            effect = pol.tolerance if min_effect is None else min_effect
             d = stats.engine_wide(
                 groups, pol.direction, min_effect=effect, alpha=alpha, units=units
             )
@@ -124,6 +119,36 @@ def engine_wide_checks(
                 )
             out.append(c)
     return out
+
+
+def _report_only(
+    engine: str,
+    metric: str,
+    pol: MetricPolicy,
+    effect: float,
+    reason: str,
+    groups: list[tuple],
+    units: list[str],
+) -> Check:
+    """The engine-wide row of an engine none of whose items' baselines can gate yet (too few
+    days or passes, another CPU): not evaluated and never failing, but with the geometric-mean
+    ratio of the items whose baselines are merely young, so the row shows the figure the armed
+    check will judge (not "n/a"), as the items' report-only rows do."""
+    c = Check(
+        f"engine {engine}",
+        f"engine-wide {metric}",
+        "not_evaluated",
+        tolerance=effect,
+        direction=pol.direction,
+        reason=reason,
+        rule=ENGINE_WIDE_RULE,
+        gated=False,
+    )
+    if groups:
+        d = stats.engine_wide(groups, pol.direction, min_effect=effect, units=units)
+        if d.ratio is not None:
+            c.measured, c.baseline, c.delta = d.ratio, 1.0, d.delta
+    return c
 
 
 # What only a speculative item measures: a native item's acceptance keys are null, so these

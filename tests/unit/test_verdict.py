@@ -404,6 +404,43 @@ def test_a_speed_baseline_from_one_day_reports_instead_of_gating():
     )  # two days: gated
 
 
+def test_a_report_only_speed_row_shows_the_figures_its_gate_would_compare():
+    """A young baseline's speed row is not judged, but it shows what the armed gate will
+    compare — the geometric mean of this run's starts against the baseline starts' — not the
+    run's median against the stored value, so the row says the same change on the day the
+    gate arms (session 28: one H100 run read -2.1 % report-only, -1.6 % gated). The
+    engine-wide row carries its ratio too, instead of n/a."""
+    one_day = base_entry(tok_starts=[90.0, 100.0, 100.0, 104.0, 130.0])
+    for start in one_day.metrics["output_throughput_tok_s"].starts:
+        start["date"] = "2026-12-01T16:00:00Z"
+    figs = summary(tok_s=70.0)["figures"]  # 70: the median of its starts
+    figs["output_throughput_tok_s"]["starts"] = [60.0, 70.0, 71.0]
+    run = summary(tok_s=70.0, figures=figs)
+    young = by_metric(vd.evaluate_item(vd.ItemResult(run), one_day, POL, hardware_profile="hw"))
+    armed_run = dict(run, workload={"min_baseline_days": 1})
+    armed = by_metric(
+        vd.evaluate_item(vd.ItemResult(armed_run), one_day, POL, hardware_profile="hw")
+    )
+    tok, gated = young["output_throughput_tok_s"], armed["output_throughput_tok_s"]
+    assert (tok.status, tok.gated, gated.status) == ("not_evaluated", False, "fail")
+    geo_now = (60.0 * 70.0 * 71.0) ** (1 / 3)
+    geo_base = (90.0 * 100.0 * 100.0 * 104.0 * 130.0) ** (1 / 5)
+    assert tok.measured == pytest.approx(geo_now) and tok.baseline == pytest.approx(geo_base)
+    assert (tok.measured, tok.baseline) == pytest.approx((gated.measured, gated.baseline))
+    assert tok.delta == pytest.approx(gated.delta) == pytest.approx(geo_now / geo_base - 1)
+    assert tok.delta != pytest.approx(70.0 / 100.0 - 1, abs=1e-3)  # not median vs stored value
+    bf = bl.BaselineFile(Path("x.json"))
+    bf.entries[KEY.as_str()] = one_day
+    wide = {
+        c.metric: c
+        for c in vd.engine_wide_checks({KEY.as_str(): vd.ItemResult(run)}, bf, POL, alpha=0.0025)
+    }["engine-wide output_throughput_tok_s"]
+    assert (wide.status, wide.gated) == ("not_evaluated", False)
+    assert "a speed gate needs starts from >= 2 days" in wide.reason
+    assert wide.measured == pytest.approx(geo_now / geo_base) and wide.baseline == 1.0
+    assert "n/a" not in wide.line()
+
+
 def test_a_speed_baseline_from_two_runs_reports_instead_of_gating():
     """The verdict's unit is the pass (run): two runs' starts cannot show how much runs differ,
     however many starts each had, so speed reports until a third run's starts are appended."""
