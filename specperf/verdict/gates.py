@@ -386,6 +386,9 @@ def _as_the_gate_compares(
     if geo_base is None or geo_now is None:
         return c
     c.measured, c.baseline, c.delta = geo_now, geo_base, geo_now / geo_base - 1
+    if len(current) > 1:  # the figure's own interval was described around its median
+        c.interval = (min(current), max(current))
+        c.interval_method = f"min–max of {len(current)} starts; value is their geometric mean"
     return c
 
 

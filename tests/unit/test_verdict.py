@@ -429,6 +429,7 @@ def test_a_report_only_speed_row_shows_the_figures_its_gate_would_compare():
     assert (tok.measured, tok.baseline) == pytest.approx((gated.measured, gated.baseline))
     assert tok.delta == pytest.approx(gated.delta) == pytest.approx(geo_now / geo_base - 1)
     assert tok.delta != pytest.approx(70.0 / 100.0 - 1, abs=1e-3)  # not median vs stored value
+    assert tok.interval == (60.0, 71.0) and "geometric mean" in (tok.interval_method or "")
     bf = bl.BaselineFile(Path("x.json"))
     bf.entries[KEY.as_str()] = one_day
     wide = {
