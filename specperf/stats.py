@@ -122,6 +122,13 @@ def _logs(values: Sequence[float]) -> list[float]:
     return [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
 
 
+def geometric_mean(values: Sequence[float]) -> float | None:
+    """The geometric mean of the values the tests use (``_logs``: positive, finite): the figure
+    a per-start comparison reports (None: no such value)."""
+    logs = _logs(values)
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
 def _sd(xs: Sequence[float]) -> float:
     if len(xs) < 2:
         return 0.0

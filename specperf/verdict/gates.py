@@ -5,7 +5,6 @@ before the statistics decide it."""
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -364,15 +363,10 @@ def evaluate_item(
     return checks
 
 
-def geometric_mean(values: Sequence[float]) -> float | None:
-    logs = [math.log(v) for v in values if v is not None and v > 0]
-    return math.exp(sum(logs) / len(logs)) if logs else None
-
-
 def _as_the_gate_compares(
     c: Check, metric: str, entry: BaselineEntry, fig: Mapping[str, Any]
 ) -> Check:
-    """Show a speed row that is not judged with the figures its gate would compare (``_decide``:
+    """Show a row that is not judged with the figures its gate would compare (``_decide``:
     the geometric mean of this run's starts against that of the baseline's), not the run's
     median against the stored value: a report-only row and the gated row it becomes once the
     baseline is armed then say the same change for the same data (session 28: an H100 row read
@@ -382,7 +376,7 @@ def _as_the_gate_compares(
     current = [float(v) for v in (fig.get("starts") or []) if v is not None]
     if len(base) < stats.MIN_BASELINE_STARTS or not current:
         return c
-    geo_base, geo_now = geometric_mean(base), geometric_mean(current)
+    geo_base, geo_now = stats.geometric_mean(base), stats.geometric_mean(current)
     if geo_base is None or geo_now is None:
         return c
     c.measured, c.baseline, c.delta = geo_now, geo_base, geo_now / geo_base - 1
@@ -446,10 +440,10 @@ def _decide(
             c.status = "not_evaluated"
             c.reason = join(c.reason, d.reason)
             return
-        geo = geometric_mean(base) or 0.0
+        geo = stats.geometric_mean(base) or 0.0
         c.baseline = geo
         if len(current) > 1:  # the figure compared is the geometric mean of this run's starts
-            c.measured = geometric_mean(current)
+            c.measured = stats.geometric_mean(current)
         c.delta = d.ratio - 1
         if d.interval:
             c.interval = (d.interval[0] * geo, d.interval[1] * geo)
