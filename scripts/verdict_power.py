@@ -3,7 +3,8 @@
 file recorded (resampling, no engine needed).
 
     python scripts/verdict_power.py baselines/cpu-amd-epyc-avx512-2c.json [--suite cpu-tiny]
-        [--leave-out {pass,start}] [--starts 1] [--write-docs docs/baselines.md [--block NAME]]
+        [--leave-out {pass,start,machine}] [--starts 1]
+        [--write-docs docs/baselines.md [--block NAME]]
 
 The verdict's unit is the pass (one run: its starts share the host and the hour, stats module
 docstring), so by default (``--leave-out pass``) each recorded pass in turn plays "tonight's
@@ -14,6 +15,14 @@ is its own pass, and then OVER-states what one pass of k starts gives. A metric 
 when every split leaves at least MIN_BASELINE_STARTS baseline starts (leave-k-out: at least
 MIN_BASELINE_STARTS + k starts); a file where each start is its own pass gives the same splits
 either way.
+
+``--leave-out machine`` asks what a nightly on a machine the baseline has never seen would get:
+each pass in turn plays tonight, and the baseline is only the passes of OTHER machines (a GPU by
+its UUID, else the boot id, else the host name), so the held-out machine's own other passes do
+not vouch for it; each machine counts once (its passes' splits share one weight), so the rates
+are over machines. Leave-one-pass-out keeps them, and where machines differ (two H100 hosts 3 %
+apart) it over-states power and under-states false alarms for a new machine. A metric whose
+starts come from one machine gives no split in this mode.
 
 For every gated metric of every entry: unchanged, the share of the splits judged a regression
 (the false-alarm rate); power at -5/-10/-25 %, the same splits with tonight's values moved by
@@ -39,7 +48,8 @@ With ``--write-docs`` the table replaces the block between ``<!-- power:begin --
 
 What it cannot show: effects that are not a uniform shift of every start (a bimodal engine), and
 noise sources absent from the recorded starts (another host, another day): the table is only as
-good as the spread the baseline captured.
+good as the spread the baseline captured. ``--leave-out machine`` estimates the first from the
+machines the file did see.
 """
 
 from __future__ import annotations
@@ -64,7 +74,7 @@ from specperf.config import MetricPolicy, load_suite  # noqa: E402
 from specperf.verdict.gates import speed_baseline_short  # noqa: E402
 
 EFFECTS = (0.05, 0.10, 0.25)
-LEAVE_OUT = ("pass", "start")
+LEAVE_OUT = ("pass", "start", "machine")
 GATED = "gated"
 
 
@@ -108,6 +118,43 @@ def _runs(labels: Sequence[Sequence[Hashable]]) -> list[list[Hashable]]:
 def _leave_run_out(runs: Sequence[Hashable], run: Hashable) -> tuple[list[int], list[int]]:
     """(tonight's indices, the baseline's): the starts of ``run``, and all the others."""
     return [i for i, x in enumerate(runs) if x == run], [i for i, x in enumerate(runs) if x != run]
+
+
+def machine_label(start: Mapping[str, Any]) -> Hashable:
+    """The machine a stored start ran on: its GPU's UUID, else its boot id, else its host name
+    (CPU files of one VM store only the host, so all their starts are one machine)."""
+    for field in ("gpu_uuid", "boot_id"):
+        if start.get(field):
+            return (field, start[field])
+    return ("host", start.get("host"))
+
+
+def start_machines(entry: BaselineEntry, metric: str) -> list[Hashable]:
+    """The machine of each of ``entry.start_values(metric)``'s values (one unknown machine for
+    values without per-start records)."""
+    m = entry.metrics.get(metric)
+    if m is None:
+        return []
+    if m.starts:
+        return [machine_label(s) for s in m.starts if s.get("value") is not None]
+    return [("unrecorded",)] * len(entry.start_values(metric))
+
+
+def _off_machine(machines: Sequence[Hashable], machine: Hashable) -> list[int]:
+    """The indices of the starts measured on any machine but ``machine``."""
+    return [i for i, m in enumerate(machines) if m != machine]
+
+
+def machine_weights(split_machines: Sequence[Hashable]) -> list[float]:
+    """Per split (in leave-one-machine-out), the weight that makes every machine count once:
+    1 / the number of that machine's passes. A machine with four passes would otherwise hold
+    four of the splits."""
+    n = Counter(split_machines)
+    return [1 / n[m] for m in split_machines]
+
+
+def _rate(red: Sequence[bool], weights: Sequence[float]) -> float:
+    return sum(w for r, w in zip(red, weights, strict=True) if r) / sum(weights)
 
 
 def _pass_splits(runs: Sequence[Hashable]) -> list[tuple[Hashable, list[int], list[int]]]:
@@ -159,7 +206,20 @@ def item_rows(
             peers = [p.start_values(metric) for p in peer_entries]
             peer_labels = [p.start_passes(metric) for p in peer_entries]
             splits: list[Split] = []
-            if leave_out == "start":
+            split_machines: list[Hashable] = []
+            if leave_out == "machine":
+                runs = _runs([labels, *peer_labels])
+                machines = start_machines(entry, metric)
+                peer_machines = [start_machines(p, metric) for p in peer_entries]
+                for r in dict.fromkeys(runs[0]):
+                    cur = _leave_run_out(runs[0], r)[0]
+                    m = machines[cur[0]]
+                    keep = [_off_machine(pm, m) for pm in peer_machines]
+                    splits.append((cur, _off_machine(machines, m), keep))
+                    split_machines.append(m)
+                if not splits or min(len(b) for _, b, _ in splits) < stats.MIN_BASELINE_STARTS:
+                    continue
+            elif leave_out == "start":
                 if len(vals) < stats.MIN_BASELINE_STARTS + k:
                     continue
                 # the peers' starts of the same runs are left out too (starts are aligned by
@@ -173,19 +233,21 @@ def item_rows(
                     splits.append((cur, base, keep))
                 if not splits or min(len(b) for _, b, _ in splits) < stats.MIN_BASELINE_STARTS:
                     continue
+            weights = machine_weights(split_machines) if split_machines else [1.0] * len(splits)
             row: dict[str, Any] = {
                 "key": key,
                 "metric": metric,
                 "gate": gate_of(entry, metric, pol, (summaries or {}).get(key)),
                 "starts": len(vals),
                 "passes": len(set(labels)),
+                "machines": len(set(start_machines(entry, metric))),
                 "splits": len(splits),
                 "cv": statistics.stdev(vals) / statistics.fmean(vals) if len(vals) > 1 else 0.0,
                 "min_effect": pol.tolerance,
                 "pooled_items": 1 + len(peers),
             }
             for effect in (0.0, *EFFECTS):
-                red = 0
+                red = []
                 for cur, base, keep in splits:
                     current = _moved([vals[i] for i in cur], pol.direction, effect)
                     spread = (
@@ -217,8 +279,8 @@ def item_rows(
                         baseline_passes=[labels[i] for i in base],
                         pass_spread=pass_spread,
                     )
-                    red += bool(d.regressed)
-                row[effect] = red / len(splits)
+                    red.append(bool(d.regressed))
+                row[effect] = _rate(red, weights)
             rows.append(row)
     return rows
 
@@ -247,7 +309,7 @@ def engine_rows(
             pol = policies.get(metric)
             if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
                 continue
-            series, units, gates = [], [], []
+            series, units, gates, machines = [], [], [], []
             for entry in bf.entries.values():
                 if entry.key.engine != engine or metric not in entry.metrics:
                     continue
@@ -259,9 +321,12 @@ def engine_rows(
                 if leave_out == "start":
                     if len(vals) < stats.MIN_BASELINE_STARTS + k:
                         continue
-                elif len(vals) - max(Counter(labels).values()) < stats.MIN_BASELINE_STARTS:
-                    continue
+                else:
+                    where = start_machines(entry, metric) if leave_out == "machine" else labels
+                    if len(vals) - max(Counter(where).values()) < stats.MIN_BASELINE_STARTS:
+                        continue
                 series.append((vals, labels))
+                machines.append(start_machines(entry, metric))
                 units.append(entry.key.method)  # one engine config: one start per run
                 gates.append(gate_of(entry, metric, pol, (summaries or {}).get(entry.key.as_str())))
             if not series:
@@ -271,21 +336,37 @@ def engine_rows(
                 keep = [i for i, g in enumerate(gates) if g == GATED]
                 series = [series[i] for i in keep]
                 units = [units[i] for i in keep]
+                machines = [machines[i] for i in keep]
             n = min(len(v) for v, _ in series)
             splits: list[list[tuple[list[int], list[int]]]] = []  # per split, per item
+            split_machines = []
             if leave_out == "start":
                 for cur, base in _splits(n, k):
                     splits.append([(cur, base + list(range(n, len(v)))) for v, _ in series])
+            elif leave_out == "machine":
+                runs = _runs([lab for _, lab in series])
+                for r in dict.fromkeys(x for rs in runs for x in rs):
+                    pairs = zip(runs, machines, strict=True)
+                    m = next(ms[rs.index(r)] for rs, ms in pairs if r in rs)
+                    split_machines.append(m)
+                    splits.append(
+                        [
+                            (_leave_run_out(rs, r)[0], _off_machine(ms, m))
+                            for rs, ms in zip(runs, machines, strict=True)
+                        ]
+                    )
             else:
                 runs = _runs([lab for _, lab in series])
                 for r in dict.fromkeys(x for rs in runs for x in rs):
                     splits.append([_leave_run_out(rs, r) for rs in runs])
+            weights = machine_weights(split_machines) if split_machines else [1.0] * len(splits)
             row: dict[str, Any] = {
                 "key": f"engine {engine} ({len(series)} item{'s' if len(series) != 1 else ''})",
                 "metric": f"engine-wide {metric}",
                 "gate": gate,
                 "starts": n,
                 "passes": min(len(set(lab)) for _, lab in series),
+                "machines": min(len(set(ms)) for ms in machines),
                 "splits": len(splits),
                 "cv": statistics.median(
                     statistics.stdev(v) / statistics.fmean(v) for v, _ in series
@@ -293,7 +374,7 @@ def engine_rows(
                 "min_effect": pol.tolerance,
             }
             for effect in (0.0, *EFFECTS):
-                red = 0
+                red = []
                 for split in splits:
                     groups, group_units = [], []
                     for (v, lab), (cur, base), unit in zip(series, split, units, strict=True):
@@ -314,8 +395,8 @@ def engine_rows(
                         alpha=alpha,
                         units=group_units,
                     )
-                    red += bool(d.regressed)
-                row[effect] = red / len(splits)
+                    red.append(bool(d.regressed))
+                row[effect] = _rate(red, weights)
             rows.append(row)
     return rows
 
@@ -328,8 +409,9 @@ def _spread_from(row: dict[str, Any]) -> str:
 
 
 def _starts_cell(row: dict[str, Any]) -> str:
-    n, p = row["starts"], row.get("passes", row["starts"])
-    return str(n) if p >= n else f"{n} ({p} passes)"
+    n, p, m = row["starts"], row.get("passes", row["starts"]), row.get("machines", 1)
+    where = f", {m} machines" if m > 1 else ""
+    return str(n) if p >= n and not where else f"{n} ({p} passes{where})"
 
 
 def table(
@@ -344,6 +426,12 @@ def table(
     if leave_out == "start":
         how = f"leave-{k}-out over recorded engine starts"
         args = " --leave-out start" + ("" if k == 1 else f" --starts {k}")
+    elif leave_out == "machine":
+        how = (
+            "leave-one-machine-out: each recorded pass in turn is tonight's run, judged against "
+            "the passes of the other machines only; rates over machines, each counted once"
+        )
+        args = " --leave-out machine"
     else:
         how = "leave-one-pass-out: each recorded pass in turn is tonight's run, all its starts"
         args = ""
@@ -385,8 +473,9 @@ def main(argv: list[str] | None = None) -> int:
         "--leave-out",
         choices=LEAVE_OUT,
         default=None,
-        help="what plays tonight's run: one whole pass (the default, as the verdict judges) "
-        "or --starts starts (the default when --starts is given)",
+        help="what plays tonight's run: one whole pass (the default, as the verdict judges), "
+        "--starts starts (the default when --starts is given), or one pass judged against the "
+        "other machines' passes only (machine)",
     )
     ap.add_argument(
         "--starts", type=int, default=1, help="starts per simulated run (--leave-out start)"
@@ -401,10 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.leave_out is None:  # --starts K alone: the leave-K-starts-out of earlier docs
         args.leave_out = "start" if args.starts != 1 else "pass"
-    if args.leave_out == "pass" and args.starts != 1:
+    if args.leave_out != "start" and args.starts != 1:
         print(
-            f"--starts {args.starts} applies to --leave-out start (--leave-out pass, the "
-            "default, leaves out whole passes)",
+            f"--starts {args.starts} applies to --leave-out start (--leave-out "
+            f"{args.leave_out} leaves out whole passes)",
             file=sys.stderr,
         )
         return 2
@@ -426,7 +515,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = item_rows(bf, policies, alpha.item, args.starts, args.leave_out, summaries)
     rows += engine_rows(bf, policies, alpha.engine_wide, args.starts, args.leave_out, summaries)
     if not rows:
-        print(f"{args.baseline}: no gated metric has enough starts to resample", file=sys.stderr)
+        why = (
+            f"from other machines than each pass's (needs starts from 2 or more machines, "
+            f"at least {stats.MIN_BASELINE_STARTS} of them off each)"
+            if args.leave_out == "machine"
+            else "to resample"
+        )
+        print(f"{args.baseline}: no gated metric has enough starts {why}", file=sys.stderr)
         return 2
     rel = args.baseline.resolve()
     if rel.is_relative_to(ROOT):

@@ -208,3 +208,54 @@ def test_starts_means_leave_starts_out(tmp_path: Path, capsys: pytest.CaptureFix
     assert "--leave-out start" in capsys.readouterr().err
     assert vp.main([str(path), "--starts", "2", "--leave-out", "start"]) == 0
     assert "leave-2-out" in capsys.readouterr().out
+
+
+def _on_machines(passes_per_machine: dict[str, list[list[float]]]) -> list[dict[str, Any]]:
+    """Per-start records of several GPUs (``gpu_uuid``), each pass its own date and boot."""
+    out, i = [], 0
+    for uuid, passes in passes_per_machine.items():
+        for values in passes:
+            date = f"2026-12-0{1 + i % 2}T{10 + i:02d}:00:00Z"
+            out += [
+                {"value": v, "host": "vm", "date": date, "boot_id": f"b{i}", "gpu_uuid": uuid}
+                for v in values
+            ]
+            i += 1
+    return out
+
+
+def test_machine_mode_judges_a_pass_against_other_machines_only() -> None:
+    """A GPU 10 % slower than another, three tight passes each: leave-one-pass-out keeps the
+    slow GPU's other passes in the baseline, so its pass is not red; judged as a machine the
+    baseline has never seen (only the fast GPU's passes), it is, and so is every slow pass."""
+    starts = _on_machines({"GPU-slow": _tight(3, level=90.0), "GPU-fast": _tight(3)})
+    bf = _file(_entry("m/e/native/d/c1/greedy", {TPS: starts}))
+    (by_pass,) = vp.item_rows(bf, POLICIES, ALPHA, leave_out="pass")
+    (by_machine,) = vp.item_rows(bf, POLICIES, ALPHA, leave_out="machine")
+    assert by_machine["splits"] == 6 and by_machine["machines"] == 2
+    assert by_pass[0.0] == 0.0
+    assert by_machine[0.0] == pytest.approx(3 / 6)
+    (engine,) = vp.engine_rows(bf, POLICIES, ALPHA, leave_out="machine")
+    assert engine["splits"] == 6 and engine[0.0] == pytest.approx(3 / 6)
+    assert vp._starts_cell(by_machine) == "18 (6 passes, 2 machines)"
+
+
+def test_machine_mode_counts_each_machine_once() -> None:
+    """A machine with three passes holds three splits; weighted, it counts as one machine."""
+    assert vp.machine_weights(["a", "a", "a", "b"]) == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1])
+    assert vp._rate([True, True, True, False], vp.machine_weights(["a", "a", "a", "b"])) == 0.5
+    assert vp._rate([True, False], [1.0, 1.0]) == 0.5
+
+
+def test_machine_mode_on_one_machine_says_why_it_has_no_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # as a CPU file stores them: host and date only, so every pass ran on one machine
+    starts = [{k: v for k, v in s.items() if k != "boot_id"} for s in _starts(_tight(4))]
+    path = tmp_path / "cpu.json"
+    path.write_text(dump(_file(_entry("m/e/native/d/c1/greedy", {TPS: starts}))), encoding="utf-8")
+    assert vp.main([str(path), "--leave-out", "pass"]) == 0
+    capsys.readouterr()
+    assert vp.main([str(path), "--leave-out", "machine"]) == 2
+    err = capsys.readouterr().err
+    assert "2 or more machines" in err and str(path) in err
