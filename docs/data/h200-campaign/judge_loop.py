@@ -138,6 +138,15 @@ def main() -> int:
         f"{len(reds)} of {len(inside)} red (engine-wide check); "
         f"not red: {', '.join(r['run'] for r in inside if r['run'] not in reds) or 'none'}"
     )
+    # a GPU with stored passes vouches for its own speed in the baseline; a nightly may land on
+    # one the file never held (verdict_power.py --leave-out machine predicts that case)
+    stored_gpus = {p["gpu_uuid"] for p in passes}
+    for held, name in ((True, "a GPU with stored passes"), (False, "a GPU the file never held")):
+        group = [r["run"] for r in inside if (r["gpu_uuid"] in stored_gpus) == held]
+        print(
+            f"  of them on {name}: {sum(r in reds for r in group)} of {len(group)} red"
+            f" ({', '.join(group) or 'none'})"
+        )
     doc = {
         "alpha": {"item": alpha.item, "engine_wide": alpha.engine_wide},
         "runs": out,
