@@ -208,11 +208,10 @@ def item_rows(
             splits: list[Split] = []
             split_machines: list[Hashable] = []
             if leave_out == "machine":
-                runs = _runs([labels, *peer_labels])
                 machines = start_machines(entry, metric)
                 peer_machines = [start_machines(p, metric) for p in peer_entries]
-                for r in dict.fromkeys(runs[0]):
-                    cur = _leave_run_out(runs[0], r)[0]
+                for r in dict.fromkeys(labels):
+                    cur = _leave_run_out(labels, r)[0]
                     m = machines[cur[0]]
                     keep = [_off_machine(pm, m) for pm in peer_machines]
                     splits.append((cur, _off_machine(machines, m), keep))
@@ -318,15 +317,16 @@ def engine_rows(
                 labels = entry.start_passes(metric)
                 if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
                     continue
+                ms = start_machines(entry, metric)
                 if leave_out == "start":
                     if len(vals) < stats.MIN_BASELINE_STARTS + k:
                         continue
-                else:
-                    where = start_machines(entry, metric) if leave_out == "machine" else labels
+                else:  # the starts off tonight's pass (or machine) must make a baseline
+                    where = ms if leave_out == "machine" else labels
                     if len(vals) - max(Counter(where).values()) < stats.MIN_BASELINE_STARTS:
                         continue
                 series.append((vals, labels))
-                machines.append(start_machines(entry, metric))
+                machines.append(ms)
                 units.append(entry.key.method)  # one engine config: one start per run
                 gates.append(gate_of(entry, metric, pol, (summaries or {}).get(entry.key.as_str())))
             if not series:
@@ -345,9 +345,12 @@ def engine_rows(
                     splits.append([(cur, base + list(range(n, len(v)))) for v, _ in series])
             elif leave_out == "machine":
                 runs = _runs([lab for _, lab in series])
-                for r in dict.fromkeys(x for rs in runs for x in rs):
-                    pairs = zip(runs, machines, strict=True)
-                    m = next(ms[rs.index(r)] for rs, ms in pairs if r in rs)
+                machine_of = {
+                    r: m
+                    for rs, ms in zip(runs, machines, strict=True)
+                    for r, m in zip(rs, ms, strict=True)
+                }
+                for r, m in machine_of.items():
                     split_machines.append(m)
                     splits.append(
                         [
