@@ -6,6 +6,7 @@
 # to 1 — an exploration of what the armed gate would say, not the product's verdict.
 #   bash docs/data/h200-campaign/rejudge_h100.sh s28 s29 > docs/data/h200-campaign/s29/rejudge.txt
 set -u
+shopt -s nullglob  # a session folder may hold no throttled (lh) runs
 CAMP=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$CAMP/../../.." && pwd)
 BASE=${BASE:-$ROOT/baselines/nvidia-h100-80gb-hbm3x1.json}
