@@ -9,13 +9,14 @@
 # new GPU kind runs it, through scripts/gpu_run.py: NEWGPU_PASSES (default check,update) — a check
 # with no file for the profile (must end green with "no baseline for profile" lines), then an
 # update that starts the file. Update passes' files come back as $OUT/<step>.baseline.json.
-# Session 29's plan for the next lease. On an H200: two 0.17-share throttles (the 8-12 % window)
-# and a 0.25 one. On an H100 on a later UTC day than 2026-12-05: h10 appends that day's pass, which
-# arms the file's speed gate for the call's later steps; uh8 is an unchanged check; lh20 and lh23
-# are throttles (a share's slowdown differs by host: 0.17 gave -10 % on one H100 host, -5.5 % on
-# another). Copy h10.baseline.json into baselines/ and commit it.
+# The plan for the next lease (sessions 29-30; session 30's lease came as an H100 again, a fourth
+# host, still on 2026-12-05: it ran uh8 and appended h10). On an H200: two 0.17-share throttles
+# (the 8-12 % window) and a 0.25 one. On an H100 on a later UTC day than 2026-12-05: h11 appends
+# that day's pass, which arms the file's speed gate for the call's later steps; uh9 is an
+# unchanged check; lh20 and lh23 are throttles (a share's slowdown differs by host: 0.17 gave
+# -10 % on one H100 host, -5.5 % on another). Copy h11.baseline.json into baselines/ and commit it.
 #   H200_STEPS='lt17a:0:0.17:--decode-loop lt17b:0:0.17:--decode-loop lq2:0:0.25:--decode-loop' \
-#   OTHER_STEPS='h10:0::::update uh8:0 lh20:0:0.20:--decode-loop lh23:0:0.23:--decode-loop' \
+#   OTHER_STEPS='h11:0::::update uh9:0 lh20:0:0.20:--decode-loop lh23:0:0.23:--decode-loop' \
 #   bash docs/data/h200-campaign/lease.sh
 set -u
 export PYTHONUNBUFFERED=1
