@@ -136,7 +136,7 @@ def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) ->
 
 def test_h100_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) -> None:
     """baselines/nvidia-h100-80gb-hbm3x1.json: the decode-loop item only, update passes from
-    several H100 hosts on one day (2026-12-05, sessions 27-29; docs/baselines.md). Its entries must
+    several H100 hosts on one day (2026-12-05, from session 27; docs/baselines.md). Its entries must
     match the suite as the H200 file's do; its speed gate stays unarmed (report-only, with the
     reason) until another day's starts are appended: a one-day file must not judge speed."""
     fps, items = _h200_suite_fingerprints(gpu_run, tmp_path)
