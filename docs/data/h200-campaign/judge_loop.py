@@ -4,6 +4,8 @@ suite's item level, and the engine-wide check (the loop engine has one item: the
 the engine-wide level). Read by docs/baselines.md (sessions 16-19).
 
     python docs/data/h200-campaign/judge_loop.py   # from the repository root; judge_loop.json
+    python docs/data/h200-campaign/judge_loop.py h100_runs.json judge_loop_h100.json   # the H100's
+
 
 Every run is judged against the *other* stored passes (leave-one-out: an update pass is never
 judged against itself), so an unchanged pass is a false-alarm trial and a throttled run a power
@@ -37,11 +39,11 @@ from specperf.config import load_suite  # noqa: E402
 WINDOW = (0.08, 0.12)  # issue 13: "measured slowdown 10 +- 2 %"
 
 
-def main() -> int:
+def main(runs_file: str = "loop_runs.json", out_file: str = "judge_loop.json") -> int:
     suite = load_suite("h200-transformers")
     alpha = vd.suite_levels(suite)
     tol = suite.metrics["output_throughput_tok_s"].tolerance
-    runs = json.loads((HERE / "loop_runs.json").read_text(encoding="utf-8"))["runs"]
+    runs = json.loads((HERE / runs_file).read_text(encoding="utf-8"))["runs"]
     passes = [r for r in runs if r["condition"] == "pass"]
     print(
         f"levels: item {alpha.item:.2g}, engine-wide {alpha.engine_wide:.2g}; min effect {tol:.0%}"
@@ -152,9 +154,9 @@ def main() -> int:
         "runs": out,
         "components": comps,
     }
-    (HERE / "judge_loop.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (HERE / out_file).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(*sys.argv[1:3]))

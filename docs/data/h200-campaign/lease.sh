@@ -9,15 +9,19 @@
 # new GPU kind runs it, through scripts/gpu_run.py: NEWGPU_PASSES (default check,update) — a check
 # with no file for the profile (must end green with "no baseline for profile" lines), then an
 # update that starts the file. Update passes' files come back as $OUT/<step>.baseline.json.
-# The plan for the next lease (sessions 29-30; session 30's lease came as an H100 again, a fourth
-# host, still on 2026-12-05: it ran uh8 and appended h10). On an H200: two 0.17-share throttles
-# (the 8-12 % window) and a 0.25 one. On an H100 on a later UTC day than 2026-12-05: h11 appends
-# that day's pass, which arms the file's speed gate for the call's later steps; uh9 is an
-# unchanged check; lh20 and lh23 are throttles (a share's slowdown differs by host: 0.17 gave
-# -10 % on one H100 host, -5.5 % on another). Copy h11.baseline.json into baselines/ and commit it.
-#   H200_STEPS='lt17a:0:0.17:--decode-loop lt17b:0:0.17:--decode-loop lq2:0:0.25:--decode-loop' \
-#   OTHER_STEPS='h11:0::::update uh9:0 lh20:0:0.20:--decode-loop lh23:0:0.23:--decode-loop' \
+# The plan for the next lease (session 31): a throttled run counts for issue 13's (b) by its
+# slowdown against an unchanged run of the same GPU (judge_loop.py), so each host's first step is
+# unchanged. On an H200: uc6, then 0.17-share throttles (0.16 cost 5-12 % by host, 0.18 12 %);
+# lq* are 0.25-share runs ("25 % on one method only": the loop engine's one item). On an H100 on
+# a later UTC day than 2026-12-05: h11 appends that day's pass (the call's later steps read the
+# appended file, so their speed gate is armed; h11 is also the host's unchanged reference), then
+# throttles (0.17 cost one H100 host 9.8 %, another 5.5 %; 0.25 cost 17 % and 11.5 %). Copy
+# h11.baseline.json into baselines/ and commit it before the next call.
+#   H200_STEPS='uc6:0 lt17a:0:0.17:--decode-loop lt17b:0:0.17:--decode-loop' \
+#   OTHER_STEPS='h11:0::::update lh21a:0:0.21:--decode-loop lh21b:0:0.21:--decode-loop' \
 #   bash docs/data/h200-campaign/lease.sh
+# H100 runs are gathered by h100_runs.py and judged by judge_loop.py h100_runs.json, as the
+# H200's loop_runs.json is.
 set -u
 export PYTHONUNBUFFERED=1
 GPU=$(nvidia-smi --query-gpu=name,uuid --format=csv,noheader); echo "GPU $GPU"
