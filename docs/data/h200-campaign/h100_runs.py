@@ -70,8 +70,11 @@ def main(sessions: list[str]) -> int:
                 "tok_s": values,
             }
         )
+    stored = [r["tok_s"] for r in runs]
     for step in steps:
         if step["pass"]:
+            if step["tok_s"] not in stored:  # e.g. an update pass not yet copied into baselines/
+                print(f"{step['session']}/{step['name']}: update pass not in {FILE.name}, left out")
             continue
         runs.append(
             {

@@ -6,7 +6,6 @@ the engine-wide level). Read by docs/baselines.md (sessions 16-19).
     python docs/data/h200-campaign/judge_loop.py   # from the repository root; judge_loop.json
     python docs/data/h200-campaign/judge_loop.py h100_runs.json judge_loop_h100.json   # the H100's
 
-
 Every run is judged against the *other* stored passes (leave-one-out: an update pass is never
 judged against itself), so an unchanged pass is a false-alarm trial and a throttled run a power
 trial; an unchanged ``check`` run (never stored) is judged against every stored pass. The
