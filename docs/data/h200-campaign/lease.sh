@@ -9,17 +9,17 @@
 # new GPU kind runs it, through scripts/gpu_run.py: NEWGPU_PASSES (default check,update) — a check
 # with no file for the profile (must end green with "no baseline for profile" lines), then an
 # update that starts the file. Update passes' files come back as $OUT/<step>.baseline.json.
-# The plan for the next lease (session 31): a throttled run counts for issue 13's (b) by its
+# The plan for the next lease (session 33): a throttled run counts for issue 13's (b) by its
 # slowdown against an unchanged run of the same GPU (judge_loop.py), so each host's first step is
 # unchanged. On an H200: uc6, then 0.17-share throttles (0.16 cost 5-12 % by host, 0.18 12 %);
-# lq* are 0.25-share runs ("25 % on one method only": the loop engine's one item). On an H100 on
-# a later UTC day than 2026-12-05: h11 appends that day's pass (the call's later steps read the
-# appended file, so their speed gate is armed; h11 is also the host's unchanged reference), then
-# throttles (0.17 cost one H100 host 9.8 %, another 5.5 %; 0.25 cost 17 % and 11.5 %). Copy
-# h11.baseline.json into baselines/ and commit it before the next call.
+# lq* are 0.25-share runs ("25 % on one method only": the loop engine's one item). On an H100 the
+# file is armed since session 32 (h11, 2026-12-06): uh*, then 0.17/0.18 shares (0.16 cost one
+# host 7.7 %, 0.19 and 0.21 13 %; 0.17 cost other hosts 9.8 % and 5.5 %), then lh25* 0.25 shares.
 #   H200_STEPS='uc6:0 lt17a:0:0.17:--decode-loop lt17b:0:0.17:--decode-loop' \
-#   OTHER_STEPS='h11:0::::update lh21a:0:0.21:--decode-loop lh21b:0:0.21:--decode-loop' \
+#   OTHER_STEPS='uh10:0 lh17e:0:0.17:--decode-loop lh18a:0:0.18:--decode-loop' \
 #   bash docs/data/h200-campaign/lease.sh
+# A warm call runs 2 steps of ~220-280 s each (CAMP_LIMIT_S=590 CAMP_STEP_S=200 fits a third
+# only when the first two are quick); the first call of a lease also pays the cold start.
 # H100 runs are gathered by h100_runs.py and judged by judge_loop.py h100_runs.json, as the
 # H200's loop_runs.json is.
 set -u
