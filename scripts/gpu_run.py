@@ -541,6 +541,51 @@ def collect(passes: list[dict[str, Any]], hbm: float | None) -> dict[str, Any]:
 VERDICT_METRICS = ("output_throughput_tok_s", "ttft_ms.p50", "mean_acceptance_length")
 
 
+def _read_checks(results_dir: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list]]:
+    """The pass's checks by item (``verdicts.jsonl``, written as items end) and its session-level
+    checks by key (``verdict.json``'s checks without an item: the engine-wide check and
+    cross-engine rules, judged by the controller once every item has ended)."""
+    items: dict[str, list[dict[str, Any]]] = {}
+    path = results_dir / "verdicts.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                c = json.loads(line)
+                items.setdefault(str(c.get("item") or c.get("key")), []).append(c)
+    session: dict[str, list[dict[str, Any]]] = {}
+    whole = results_dir / "verdict.json"
+    if whole.exists():
+        for c in json.loads(whole.read_text()).get("checks") or []:
+            key = str(c.get("key"))
+            if c.get("item") is None and key not in items:
+                session.setdefault(key, []).append(c)
+    return items, session
+
+
+def _verdict_word(cs: list[dict[str, Any]], stopped: bool) -> tuple[str, list[dict[str, Any]]]:
+    """PASS / FAIL / INCOMPLETE / NOT EVALUATED for a group of checks, and the checks to name."""
+    failed = [c for c in cs if c.get("status") == "fail"]
+    unevaluated = [c for c in cs if c.get("status") in ("missing", "stale", "not_evaluated")]
+    if not cs and stopped:
+        return "NOT EVALUATED (the pass was stopped at its time limit before the item ended)", []
+    if not cs:
+        return "NOT EVALUATED (no checks recorded)", []
+    if failed:
+        return f"FAIL ({len(failed)} of {len(cs)} checks failed)", failed + unevaluated
+    if unevaluated:
+        return f"INCOMPLETE ({len(unevaluated)} of {len(cs)} checks not evaluated)", unevaluated
+    return f"PASS ({len(cs)} checks)", []
+
+
+def _figure(c: dict[str, Any]) -> str:
+    f = f"{c['metric']} {c['measured']:.4g}"
+    if c.get("baseline") is not None:
+        f += f" vs {c['baseline']:.4g}"
+    if c.get("delta") is not None:
+        f += f" ({c['delta']:+.1%})"
+    return f
+
+
 def verdict_lines(results_dir: Path, pass_name: str, *, stopped: bool = False) -> list[str]:
     """One line per item of a pass, to paste in a review (docs/transformers.md: a change to the
     transformers engine or specperf/eagle3/ is checked on the GPU before it lands):
@@ -548,53 +593,44 @@ def verdict_lines(results_dir: Path, pass_name: str, *, stopped: bool = False) -
         VERDICT check qwen3-8b-shape/transformers/eagle3/…: PASS (14 checks) tok/s 61.2 vs
         baseline 60.5 (+1.2%); …
 
-    FAIL names every failed check; an item without checks (it did not run) says so — "not
-    evaluated" is never a pass — and says when the pass was stopped at its time limit
-    (``stopped``: --pass-timeout / --budget-s), so a cut pass is not read as an empty one."""
-    path = results_dir / "verdicts.jsonl"
-    checks: dict[str, list[dict[str, Any]]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                c = json.loads(line)
-                checks.setdefault(str(c.get("item") or c.get("key")), []).append(c)
+    then one line per session-level check group (``VERDICT check engine transformers-loop:
+    FAIL …`` for the engine-wide check, one per cross-engine rule): those are judged once the
+    whole pass has ended and can turn a pass red whose every item passed (session 32, lh16a:
+    the item line said PASS at −6.7 %, the engine-wide check FAIL at p 0.00091, the pass exit 1;
+    only the item line reached the review). FAIL names every failed check; an item without checks
+    (it did not run) says so — "not evaluated" is never a pass — and says when the pass was
+    stopped at its time limit (``stopped``: --pass-timeout / --budget-s), so a cut pass is not read
+    as an empty one."""
+    checks, session = _read_checks(results_dir)
     items = sorted({p.parent.name for p in results_dir.glob("*/summary.json")} | set(checks))
     out = []
     for item in items:
         cs = checks.get(item, [])
-        failed = [c for c in cs if c.get("status") == "fail"]
-        unevaluated = [c for c in cs if c.get("status") in ("missing", "stale", "not_evaluated")]
-        if not cs and stopped:
-            word = "NOT EVALUATED (the pass was stopped at its time limit before the item ended)"
-        elif not cs:
-            word = "NOT EVALUATED (no checks recorded)"
-        elif failed:
-            word = f"FAIL ({len(failed)} of {len(cs)} checks failed)"
-        elif unevaluated:
-            word = f"INCOMPLETE ({len(unevaluated)} of {len(cs)} checks not evaluated)"
-        else:
-            word = f"PASS ({len(cs)} checks)"
+        word, named = _verdict_word(cs, stopped)
         figs = []
         for metric in VERDICT_METRICS:
             c = next((c for c in cs if c.get("metric") == metric), None)
             if c and c.get("measured") is not None:
-                f = f"{metric} {c['measured']:.4g}"
-                if c.get("baseline") is not None:
-                    f += f" vs {c['baseline']:.4g}"
-                if c.get("delta") is not None:
-                    f += f" ({c['delta']:+.1%})"
-                figs.append(f)
-        why = [c.get("message", c.get("metric", "?")) for c in failed + unevaluated]
-        line = f"VERDICT {pass_name} {item}: {word}"
-        if figs:
-            line += "; " + "; ".join(figs)
-        if why:
-            line += " | " + " | ".join(why)
-        out.append(line)
+                figs.append(_figure(c))
+        out.append(_line(f"VERDICT {pass_name} {item}: {word}", figs, named))
+    for key, cs in sorted(session.items()):
+        word, named = _verdict_word(cs, stopped)
+        figs = [_figure(c) for c in cs if c.get("measured") is not None and c.get("metric")]
+        out.append(_line(f"VERDICT {pass_name} {key}: {word}", figs, named))
     if not items:  # nothing to judge is still a line: a review must not read silence as green
         why = "the pass was stopped at its time limit" if stopped else "no item wrote results"
         out.append(f"VERDICT {pass_name}: NOT EVALUATED ({why} before any item ended)")
     return out
+
+
+def _line(head: str, figs: list[str], named: list[dict[str, Any]]) -> str:
+    line = head
+    if figs:
+        line += "; " + "; ".join(figs)
+    why = [c.get("message", c.get("metric", "?")) for c in named]
+    if why:
+        line += " | " + " | ".join(why)
+    return line
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ reached 55 % of)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -79,3 +80,28 @@ def test_a_pass_with_no_item_results_still_has_a_verdict_line(
     assert cut.startswith("VERDICT update: NOT EVALUATED") and "time limit" in cut
     (empty,) = gpu_run.verdict_lines(tmp_path, "check")
     assert empty.startswith("VERDICT check: NOT EVALUATED") and "no item wrote results" in empty
+
+
+def test_an_engine_wide_fail_gets_its_own_verdict_line(gpu_run: ModuleType, tmp_path: Path) -> None:
+    """Session 32, lh16a on an H100: the item's checks all passed (−6.7 %, p above the item
+    level) but the engine-wide check, judged by the controller at the end of the pass, failed;
+    the pass exited 1 and the only VERDICT line said PASS. The engine-wide check (verdict.json,
+    no item) now has its own line; an item's checks are not repeated there."""
+    item = "transformers-loop-native-gsm8k-c1"
+    key = "qwen3-8b-shape/transformers-loop/native/gsm8k/c1/greedy"
+    (tmp_path / item).mkdir()
+    (tmp_path / item / "summary.json").write_text("{}")
+    tok = {"key": key, "item": item, "metric": "output_throughput_tok_s", "status": "pass"}
+    tok |= {"measured": 99.32, "baseline": 106.5, "delta": -0.067}
+    (tmp_path / "verdicts.jsonl").write_text(json.dumps(tok) + "\n")
+    engine = {"key": "engine transformers-loop", "item": None, "status": "fail"}
+    engine |= {"metric": "engine-wide output_throughput_tok_s", "measured": 0.9328}
+    engine |= {"baseline": 1.0, "delta": -0.067, "message": "engine-wide p=0.00091 [FAIL]"}
+    checks = [tok, engine]
+    (tmp_path / "verdict.json").write_text(json.dumps({"counts": {}, "checks": checks}))
+    lines = gpu_run.verdict_lines(tmp_path, "check")
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"VERDICT check {item}: PASS (1 checks)")
+    assert lines[1].startswith("VERDICT check engine transformers-loop: FAIL (1 of 1 checks")
+    assert "engine-wide output_throughput_tok_s 0.9328 vs 1 (-6.7%)" in lines[1]
+    assert "p=0.00091" in lines[1]
