@@ -542,23 +542,24 @@ VERDICT_METRICS = ("output_throughput_tok_s", "ttft_ms.p50", "mean_acceptance_le
 
 
 def _read_checks(results_dir: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list]]:
-    """The pass's checks by item (``verdicts.jsonl``, written as items end) and its session-level
-    checks by key (``verdict.json``'s checks without an item: the engine-wide check and
-    cross-engine rules, judged by the controller once every item has ended)."""
-    items: dict[str, list[dict[str, Any]]] = {}
-    path = results_dir / "verdicts.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                c = json.loads(line)
-                items.setdefault(str(c.get("item") or c.get("key")), []).append(c)
-    session: dict[str, list[dict[str, Any]]] = {}
-    whole = results_dir / "verdict.json"
+    """The pass's checks grouped by item, and its session-level checks (no item: the engine-wide
+    check, cross-engine rules) grouped by key. From the controller's ``verdict.json``, which
+    holds every check of the pass once it has ended; a pass cut before that has only
+    ``verdicts.jsonl``, appended as items end (read with its torn last line tolerated)."""
+    from specperf.fileio import read_jsonl
+
+    whole, partial = results_dir / "verdict.json", results_dir / "verdicts.jsonl"
     if whole.exists():
-        for c in json.loads(whole.read_text()).get("checks") or []:
-            key = str(c.get("key"))
-            if c.get("item") is None and key not in items:
-                session.setdefault(key, []).append(c)
+        checks = json.loads(whole.read_text()).get("checks") or []
+    else:
+        checks = read_jsonl(partial) if partial.exists() else []
+    items: dict[str, list[dict[str, Any]]] = {}
+    session: dict[str, list[dict[str, Any]]] = {}
+    for c in checks:
+        if c.get("item") is not None:
+            items.setdefault(str(c["item"]), []).append(c)
+        else:
+            session.setdefault(str(c.get("key")), []).append(c)
     return items, session
 
 
