@@ -105,3 +105,17 @@ def test_an_engine_wide_fail_gets_its_own_verdict_line(gpu_run: ModuleType, tmp_
     assert lines[1].startswith("VERDICT check engine transformers-loop: FAIL (1 of 1 checks")
     assert "engine-wide output_throughput_tok_s 0.9328 vs 1 (-6.7%)" in lines[1]
     assert "p=0.00091" in lines[1]
+
+
+def test_a_cut_pass_is_read_from_its_item_verdicts(gpu_run: ModuleType, tmp_path: Path) -> None:
+    """A pass stopped before the controller wrote verdict.json has only verdicts.jsonl, and a kill
+    mid-append leaves a torn last line: the items that ended still get their lines."""
+    item = "transformers-loop-native-gsm8k-c1"
+    (tmp_path / item).mkdir()
+    (tmp_path / item / "summary.json").write_text("{}")
+    tok = {"key": "k", "item": item, "metric": "output_throughput_tok_s", "status": "fail"}
+    tok |= {"measured": 90.0, "baseline": 106.5, "delta": -0.155, "message": "tok/s [FAIL]"}
+    (tmp_path / "verdicts.jsonl").write_text(json.dumps(tok) + '\n{"key": "k", "ite')
+    (line,) = gpu_run.verdict_lines(tmp_path, "check", stopped=True)
+    assert line.startswith(f"VERDICT check {item}: FAIL (1 of 1 checks failed)"), line
+    assert "tok/s [FAIL]" in line
