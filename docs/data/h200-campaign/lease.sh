@@ -9,14 +9,15 @@
 # new GPU kind runs it, through scripts/gpu_run.py: NEWGPU_PASSES (default check,update) — a check
 # with no file for the profile (must end green with "no baseline for profile" lines), then an
 # update that starts the file. Update passes' files come back as $OUT/<step>.baseline.json.
-# The plan for the next lease (session 33): a throttled run counts for issue 13's (b) by its
+# The plan for the next lease (session 34): a throttled run counts for issue 13's (b) by its
 # slowdown against an unchanged run of the same GPU (judge_loop.py), so each host's first step is
-# unchanged. On an H200: uc6, then 0.17-share throttles (0.16 cost 5-12 % by host, 0.18 12 %);
-# lq* are 0.25-share runs ("25 % on one method only": the loop engine's one item). On an H100 the
-# file is armed since session 32 (h11, 2026-12-06): uh*, then 0.17/0.18 shares (0.16 cost one
-# host 7.7 %, 0.19 and 0.21 13 %; 0.17 cost other hosts 9.8 % and 5.5 %), then lh25* 0.25 shares.
+# unchanged. On an H200: uc6, then 0.17-share throttles (0.16 cost 5-12 % by host, 0.18 12 %):
+# two more runs in the 8-12 % window give the H200 ten of its own (8 of 8 so far). On an H100
+# (armed since session 32, h11): uh*, then 0.25 shares; one 0.25 share cost 10.6-10.9 % on
+# session 33's host (6 of 6 red), 11.5 % and 17 % on earlier hosts. One more in-window run gives
+# the H100 ten of its own in both (b) rows (9 of 9 so far, 3 of them replays).
 #   H200_STEPS='uc6:0 lt17a:0:0.17:--decode-loop lt17b:0:0.17:--decode-loop' \
-#   OTHER_STEPS='uh10:0 lh17e:0:0.17:--decode-loop lh18a:0:0.18:--decode-loop' \
+#   OTHER_STEPS='uh12:0 lh25k:0:0.25:--decode-loop lh25l:0:0.25:--decode-loop' \
 #   bash docs/data/h200-campaign/lease.sh
 # A warm call runs 2 steps of ~220-280 s each (CAMP_LIMIT_S=590 CAMP_STEP_S=200 fits a third
 # only when the first two are quick); the first call of a lease also pays the cold start.
