@@ -20,8 +20,8 @@
 #   OTHER_STEPS='uh12:0 lh25k:0:0.25:--decode-loop lh25l:0:0.25:--decode-loop' \
 #   bash docs/data/h200-campaign/lease.sh
 # A warm call runs 2 steps of ~175-280 s each (session 33's H100: 176 s; CAMP_LIMIT_S=590
-# CAMP_STEP_S=200 fits a third
-# only when the first two are quick); the first call of a lease also pays the cold start.
+# CAMP_STEP_S=200 fits a third only when the first two are quick); the first call of a lease
+# also pays the cold start.
 # H100 runs are gathered by h100_runs.py and judged by judge_loop.py h100_runs.json, as the
 # H200's loop_runs.json is.
 set -u
