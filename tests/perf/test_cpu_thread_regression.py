@@ -25,7 +25,7 @@ baseline starts between a run's own starts. Seven passes, not five: the pass-lev
 (starts 275-456 tok/s, one busy process beside the test) sits exactly at the level (p 0.0017); with
 six it is p ≈ 0.0003 (those five values and two more inside their range).
 
-The slowdown: ``benchmarks/throttle_engine.py --under <this pid>`` stops the process group of
+The slowdown: ``tests/tools/throttle_engine.py --under <this pid>`` stops the process group of
 this test's own vLLM server ``THROTTLE_SHARE`` of the time (SIGSTOP/SIGCONT every 100 ms), which
 the engine feels whatever CPUs placement gives it. (The earlier form of this test — one CPU vs
 two — stopped being a regression once placement gave the engine one compute core either way:
@@ -141,7 +141,7 @@ def _same_window_suite():
 
 
 class _Throttle:
-    """``benchmarks/throttle_engine.py --under <this pid>`` around the throttled run's starts
+    """``tests/tools/throttle_engine.py --under <this pid>`` around the throttled run's starts
     only: it is stopped while a baseline start runs between them (it would hold that engine
     too) and started afresh after, one report per throttled start."""
 
@@ -156,7 +156,7 @@ class _Throttle:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                str(ROOT / "benchmarks" / "throttle_engine.py"),
+                str(ROOT / "tests" / "tools" / "throttle_engine.py"),
                 "--share",
                 str(THROTTLE_SHARE),
                 "--under",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TEST-ONLY: slow running engines down by a known share, to prove the verdict sees it.
 
-    python benchmarks/throttle_engine.py --share 0.10 [--period 0.1] [--match ngram]
+    python tests/tools/throttle_engine.py --share 0.10 [--period 0.1] [--match ngram]
         [--duration 1800] [--mark specperf.engines.hf_server] [--under PID] [--report FILE]
         [--after-ready]
 
@@ -10,8 +10,8 @@ for ``share × period`` seconds, then lets it run (SIGCONT): the engine loses th
 wall time, whatever it is doing. The share is kept, not just aimed at: a run window that
 overran (the throttle woke late on a busy machine, a scan took long) is made up by a longer next
 stop, and the throttle raises its own priority (real-time FIFO where allowed) so that on two busy
-cores it wakes when it should. Without both, a nominal 75 % share cost vLLM's tok/s only −2 … −54 %
-on the 2-core EPYC (2026-12-02) while the report claimed 79 % stopped.
+cores it wakes when it should. Without both, on two busy cores a nominal share can cost the engine
+much less than its share while the report claims it was stopped.
 
 Engines are found by their command line (``--mark``: ``vllm.entrypoints.openai.api_server`` by
 default, ``specperf.engines.hf_server`` for the transformers engine on a GPU; plus ``--match`` text
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's specperf
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's specperf
 from specperf.fileio import runtime_dir  # where the engines' pidfiles live
 
 ENGINE_MARK = "vllm.entrypoints.openai.api_server"
