@@ -197,9 +197,9 @@ class Report:
 def raise_priority() -> str:
     """Run the throttle ahead of the engine it throttles. On a busy machine (2 cores, an engine
     whose threads spin) a normal-priority throttle wakes late from its run-window sleep and is
-    preempted right after SIGCONT, so the engine runs far longer than asked: measured
-    2026-12-02 on the 2-core EPYC, a nominal 75 % share cost vLLM's tok/s −2 … −54 % while the
-    old accounting claimed 79 % stopped. Real-time FIFO (root or CAP_SYS_NICE) fixes the
+    preempted right after SIGCONT, so the engine runs far longer than asked (on a 2-core CPU a
+    nominal 75 % share cost vLLM's tok/s as little as 2 % while naive accounting claimed 79 %
+    stopped). Real-time FIFO (root or CAP_SYS_NICE) fixes the
     wake-ups; ``nice -10`` helps; otherwise the report's ``share_held`` tells the truth."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))

@@ -3,8 +3,8 @@ the engines a process started (by their pidfile and by their command line), stop
 the time it was asked, report what it did, and leave every group running when it ends.
 
 A throttle that silently finds nothing turns a "the verdict sees a slowdown" proof into a
-measurement of an unchanged engine (CI, 2026-12-02: 60 % share, tok/s −10.6 % like the unchanged
-run's −10.3 %); these tests make that a failure of the throttle, not of the verdict."""
+measurement of an unchanged engine (a 60 % share that reached nothing read −10.6 %, like the
+unchanged run's −10.3 %); these tests make that a failure of the throttle, not of the verdict."""
 
 from __future__ import annotations
 
