@@ -59,8 +59,9 @@ METHOD_SINCE: dict[str, Edge] = {
 }
 
 # draft_model under the V1 engine: vllm/v1/spec_decode/draft_model.py (absent in 0.14.1). From
-# 0.10.0 the V0 spec-decode worker (vllm/spec_decode/) is gone, and 0.10.x's
-# vllm/engine/arg_utils.py says "Speculative decoding with draft model is not supported yet".
+# 0.10.0 the V0 spec-decode worker (vllm/spec_decode/) is gone: 0.10.x's vllm/engine/arg_utils.py
+# says "Speculative decoding with draft model is not supported yet", and 0.11.0 … 0.14.1's
+# vllm/v1/worker/gpu_model_runner.py raises "Unknown speculative decoding method: draft_model".
 DRAFT_MODEL_V1 = Edge("0.15.0", "0.14.1", "vllm/v1/spec_decode/draft_model.py")
 V0_SPEC_DECODE_UNTIL = Edge("0.10.0", "0.9.2", "vllm/spec_decode/ (the V0 worker) removed")
 
