@@ -76,9 +76,10 @@ CPU_V1 = Edge("0.9.1", "0.9.0.1", "vllm/platforms/cpu.py supports_v1")
 CPU_V1_SPEC_DECODE = Edge("0.20.0", "0.19.1", "vllm/v1/worker/cpu_model_runner.py")
 # methods the V0 engine drafts on CPU (ngram and a separate draft model; EAGLE3 is V1 only)
 CPU_V0_METHODS = ("ngram", "draft_model")
-# EAGLE-family heads need the target's auxiliary hidden states: the CPU runner sets them up
-# (_setup_eagle3_aux_hidden_state_outputs) from 0.22.0; 0.21.0's load_model does not.
-CPU_EAGLE = Edge("0.22.0", "0.21.0", "vllm/v1/worker/cpu_model_runner.py load_model")
+# EAGLE3 heads read the target's auxiliary hidden states: the CPU runner's load_model sets them
+# up (_setup_eagle3_aux_hidden_state_outputs, which acts only for them) from 0.22.0; 0.21.0's
+# does not. EAGLE and MTP drafters use the EAGLE kernels, overridden for CPU from 0.20.0.
+CPU_EAGLE3 = Edge("0.22.0", "0.21.0", "vllm/v1/worker/cpu_model_runner.py load_model")
 # DFlash's input kernel gets a CPU override (copy_and_expand_dflash_inputs_kernel) from 0.25.0
 CPU_DFLASH = Edge("0.25.0", "0.24.0", "vllm/v1/worker/cpu_model_runner.py")
 # Every speculative start on CPU fails in 0.23.0 and 0.24.0: vllm/v1/sample/rejection_sampler.py
@@ -95,9 +96,9 @@ CPU_METHOD_SINCE: dict[str, Edge] = {
     "ngram": CPU_V1_SPEC_DECODE,
     "draft_model": CPU_V1_SPEC_DECODE,
     "suffix": CPU_V1_SPEC_DECODE,
-    "eagle": CPU_EAGLE,
-    "eagle3": CPU_EAGLE,
-    "mtp": CPU_EAGLE,
+    "eagle": CPU_V1_SPEC_DECODE,
+    "mtp": CPU_V1_SPEC_DECODE,
+    "eagle3": CPU_EAGLE3,
     "dflash": CPU_DFLASH,
 }
 
