@@ -5,6 +5,7 @@ a pass that checks against it), sample NVML beside it, and report the figures.
 
     python scripts/gpu_run.py --out OUT                 # both passes (update, then check)
     python scripts/gpu_run.py --out OUT --passes update # one pass
+    python scripts/gpu_run.py --out OUT --passes fit    # the head fit alone (a step of its own)
     python scripts/gpu_run.py --out OUT --shapes tiny --device cpu   # dry run without a GPU
     python scripts/gpu_run.py --out OUT --passes check --eagle3-head random -- --method eagle3
                                                         # the MAL gate must FAIL (see below)
@@ -12,7 +13,13 @@ a pass that checks against it), sample NVML beside it, and report the figures.
 EAGLE3's head is fitted to the random target first (``python -m specperf.eagle3.fit --suite
 …``: on the engine's own path, deterministic, cached under the models folder by its recipe
 digest; OUT/fit.json, OUT/fit.log) and handed to the suite with its identity
-(``fit:<name>@<digest>``). ``--eagle3-head random`` swaps in a random head of the same shape
+(``fit:<name>@<digest>``). The head covers exactly the measured prompts of the suite's request
+count, which the suite pins (``[workload] size_to_min_duration = false``), so the served MAL
+equals the fit-time MAL whatever the machine: a ``FIT-MAL`` line per EAGLE3 item compares them
+start by start. ``--passes fit`` stops after the fit: on a host where fit + check would not end
+inside one device call, run ``--passes fit`` and then ``--passes check`` on the same machine (the
+second finds the head in its cache, the first leaves the compile cache warm). Each step prints
+``STEP <name>: <seconds> s``. ``--eagle3-head random`` swaps in a random head of the same shape
 UNDER THE FITTED HEAD'S IDENTITY — a deliberate regression (an EAGLE3 that accepts nothing),
 which a check against a baseline of the fitted head must fail on MAL.
 
@@ -282,7 +289,7 @@ def prepare_eagle3_head(args: argparse.Namespace, models_dir: Path) -> dict[str,
     print(
         f"EAGLE3 head {identity} ({'cached' if info.get('cached') else 'fitted'} in {seconds} s"
         f"; weights sha256 {fit.get('weights_sha256', '?')[:16]}; fit-time MAL "
-        f"{((fit.get('evaluation') or {}).get('suite') or {}).get('mean_acceptance_length')})",
+        f"{fit_time_mal(fit)})",
         flush=True,
     )
     return {
@@ -294,7 +301,13 @@ def prepare_eagle3_head(args: argparse.Namespace, models_dir: Path) -> dict[str,
         "cached": info.get("cached"),
         "swapped_for_random": args.eagle3_head == "random",
         "weights_sha256": fit.get("weights_sha256"),
+        "fit_time_mal": None if args.eagle3_head == "random" else fit_time_mal(fit),
     }
+
+
+def fit_time_mal(fit: dict[str, Any]) -> float | None:
+    """The MAL the fit measured on the suite's prompts through the served path (fit.json)."""
+    return ((fit.get("evaluation") or {}).get("suite") or {}).get("mean_acceptance_length")
 
 
 def host_identity() -> dict[str, Any]:
@@ -476,6 +489,9 @@ def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
         else None,
         "engine_pid": eng.get("pid"),
         "notes": summary.get("notes"),
+        "num_requests": summary.get("num_requests"),
+        "sizing": summary.get("sizing"),
+        "mal_per_start": [r.get("mean_acceptance_length") for r in summary.get("repeats") or []],
     }
     if drafts and "draft_time_s" in ax:
         fig["draft_ms_per_step"] = 1000 * (ax["draft_time_s"] - bx.get("draft_time_s", 0)) / drafts
@@ -634,6 +650,42 @@ def _line(head: str, figs: list[str], named: list[dict[str, Any]]) -> str:
     return line
 
 
+PASSES = ("fit", "update", "check")  # the steps --passes may name, in the order they run
+
+
+def step(name: str, steps: dict[str, float], since: float) -> None:
+    """Record and print a step's wall time (``STEP fit: 104.9 s``): each step of a GPU night
+    must end inside one device call."""
+    steps[name] = round(time.monotonic() - since, 1)
+    print(f"STEP {name}: {steps[name]} s", flush=True)
+
+
+def fit_mal_lines(pass_name: str, items: dict[str, Any], fit_mal: float | None) -> list[str]:
+    """One ``FIT-MAL`` line per EAGLE3 item of a pass: its MAL per engine start, the request
+    count it sent and what chose it, against the fit-time MAL on the same prompts. The head is
+    fitted to the suite's measured prompts, so a start that differs from the fit-time MAL means
+    the served path or the prompts moved (e.g. a count the head was not fitted to)."""
+    out = []
+    for item, f in items.items():
+        if f.get("method") != "eagle3":
+            continue
+        mals = [m for m in f.get("mal_per_start") or [] if m is not None]
+        size = f.get("sizing") or {}
+        if fit_mal is None or not mals:
+            word = "NOT EVALUATED (no fit-time MAL)" if fit_mal is None else "NOT EVALUATED"
+        elif all(abs(m - fit_mal) <= 1e-9 for m in mals):
+            word = "EQUAL"
+        else:
+            word = "DIFFERS"
+        out.append(
+            f"FIT-MAL {pass_name} {item}: {word}; per start "
+            f"{[round(m, 4) for m in mals]} vs fit-time {fit_mal} on "
+            f"{f.get('num_requests')} requests ({size.get('source', '?')}: "
+            f"suite {size.get('configured_requests', '?')})"
+        )
+    return out
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# gpu_run {report['started']}", "", f"device: {report['device']}", ""]
     for name, p in report["passes"].items():
@@ -685,7 +737,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("gpu-run-out"))
     ap.add_argument("--shapes", choices=("qwen3-8b", "tiny"), default="qwen3-8b")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--passes", default="update,check", help="comma list of update|check")
+    ap.add_argument(
+        "--passes",
+        default="update,check",
+        help="comma list of fit|update|check, run in that order; the head is fitted before any "
+        "pass that needs it (fit alone: only the fit)",
+    )
     ap.add_argument("--models-dir", type=Path, default=None)
     ap.add_argument("--baselines-dir", type=Path, default=ROOT / "baselines")
     ap.add_argument("--work", type=Path, default=None, help="results root (default OUT/work)")
@@ -720,7 +777,13 @@ def main() -> int:
     if args.markdown:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
+    names = [p for p in args.passes.split(",") if p]
+    unknown = sorted(set(names) - set(PASSES))
+    if unknown or not names:
+        ap.error(f"--passes: {','.join(unknown) or 'empty'}: not one of {'|'.join(PASSES)}")
+    pytest_passes = [n for n in PASSES if n in names and n != "fit"]
     args.out.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, float] = {}
     models_dir = args.models_dir or Path.home() / ".cache/specperf/models" / f"shapes-{args.shapes}"
     work = args.work or Path("/tmp") / f"specperf-gpu-run-{os.getpid()}"
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -730,13 +793,16 @@ def main() -> int:
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     models = build_models(models_dir, args.shapes)
     print(f"models: {models} ({time.monotonic() - t0:.1f}s)", flush=True)
+    step("models", steps, t0)
     if args.budget_s:
         args.fit_timeout = min(args.fit_timeout, args.budget_s - 60 - (time.monotonic() - t0))
     if args.eagle3_head == "none":
         head: dict[str, Any] = {"skipped": "--eagle3-head none"}
         print("EAGLE3 head: none (no fit); an eagle3 item in this pass cannot start", flush=True)
     else:
+        t_fit = time.monotonic()
         head = prepare_eagle3_head(args, models_dir)
+        step("fit", steps, t_fit)
     import torch
     import transformers
 
@@ -753,11 +819,13 @@ def main() -> int:
         print(f"gpu_run: no memory bandwidth known for {gpu_name!r}: no roofline (--hbm-tb-s)")
     device["hbm_tb_s"] = hbm / 1e12 if hbm else None
     passes = []
-    for name in [p for p in args.passes.split(",") if p]:
+    for name in pytest_passes:
         if args.budget_s:
             args.pass_timeout = min(args.pass_timeout, args.budget_s - 20 - (time.monotonic() - t0))
         res = work / f"results-{name}"
+        t_pass = time.monotonic()
         passes.append(run_pass(name, args, models_dir, res, args.out / f"pytest-{name}.log"))
+        step(f"pass {name}", steps, t_pass)
     report = {
         "started": started,
         "host": host,
@@ -768,6 +836,7 @@ def main() -> int:
         "suite": str(SUITE.relative_to(ROOT)),
         "passes": collect(passes, hbm),
         "seconds": round(time.monotonic() - t0, 1),
+        "steps": steps,
     }
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     wrote = any(p["pass"] == "update" for p in passes)
@@ -781,10 +850,16 @@ def main() -> int:
             tar.add(p["results_dir"], arcname=Path(p["results_dir"]).name)
     print(markdown(report), flush=True)
     print(f"HOST {host['hostname']} boot {host.get('boot_id')} gpus {host.get('gpus')}")
-    for p in report["passes"].values():  # last, so they end the output the device call returns
+    step("total", steps, t0)
+    print("STEPS " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()), flush=True)
+    fit_mal = head.get("fit_time_mal")
+    for name, p in report["passes"].items():  # last, so they end the output the call returns
+        for line in fit_mal_lines(name, p["items"], fit_mal):
+            print(line, flush=True)
         for v in p.get("verdicts", []):
             print(v, flush=True)
-    return max((p["exit_code"] for p in passes), default=0)
+    fit_failed = "fit" in names and head.get("exit_code") not in (0, None)
+    return max([p["exit_code"] for p in passes] + [1 if fit_failed else 0])
 
 
 if __name__ == "__main__":

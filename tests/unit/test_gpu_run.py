@@ -119,3 +119,57 @@ def test_a_cut_pass_is_read_from_its_item_verdicts(gpu_run: ModuleType, tmp_path
     (line,) = gpu_run.verdict_lines(tmp_path, "check", stopped=True)
     assert line.startswith(f"VERDICT check {item}: FAIL (1 of 1 checks failed)"), line
     assert "tok/s [FAIL]" in line
+
+
+def test_fit_mal_lines_compare_every_start_with_the_fit(gpu_run: ModuleType) -> None:
+    """The fitted head covers the suite's measured prompts: each start's MAL must be the
+    fit-time MAL, and a start that is not says DIFFERS (e.g. an item sized to another count)."""
+    size = {"configured_requests": 12, "requests": 12, "source": "suite"}
+    eagle = {"method": "eagle3", "num_requests": 12, "sizing": size, "mal_per_start": [4.0, 4.0]}
+    items = {
+        "transformers-eagle3-gsm8k-c1": eagle,
+        "transformers-native-gsm8k-c1": {"method": "native", "mal_per_start": [None]},
+    }
+    (line,) = gpu_run.fit_mal_lines("check", items, 4.0)
+    assert line.startswith("FIT-MAL check transformers-eagle3-gsm8k-c1: EQUAL;")
+    assert "[4.0, 4.0] vs fit-time 4.0 on 12 requests (suite: suite 12)" in line
+    grown = {**eagle, "num_requests": 24, "mal_per_start": [2.005, 2.005]}
+    grown["sizing"] = {"configured_requests": 12, "requests": 24, "source": "measured"}
+    (line,) = gpu_run.fit_mal_lines("check", {"e": grown}, 4.0)
+    assert "DIFFERS" in line and "on 24 requests (measured: suite 12)" in line
+    (line,) = gpu_run.fit_mal_lines("check", {"e": {**eagle, "mal_per_start": [4.0, 3.9]}}, 4.0)
+    assert "DIFFERS" in line
+    (line,) = gpu_run.fit_mal_lines("check", {"e": eagle}, None)
+    assert "NOT EVALUATED" in line and "EQUAL" not in line
+
+
+def test_passes_name_the_steps_and_each_step_prints_its_wall_time(
+    gpu_run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """``--passes fit`` is a step of its own (the head, no pytest pass); unknown names are a
+    usage error; every step prints ``STEP <name>: <s> s`` and a failed fit fails the step."""
+    ran: list[str] = []
+
+    def fake_fit(args: Any, models_dir: Path) -> dict[str, Any]:
+        ran.append("fit")
+        return {"exit_code": fake_fit.code, "seconds": 0.1, "fit_time_mal": 4.0}
+
+    fake_fit.code = 0  # type: ignore[attr-defined]
+    monkeypatch.setattr(gpu_run, "prepare_eagle3_head", fake_fit)
+    monkeypatch.setattr(gpu_run, "run_pass", lambda *a, **k: ran.append("pass") or {})
+    base = ["gpu_run.py", "--out", str(tmp_path / "o"), "--shapes", "tiny", "--device", "cpu"]
+    base += ["--models-dir", str(tmp_path / "m"), "--work", str(tmp_path / "w")]
+    monkeypatch.setattr("sys.argv", [*base, "--passes", "fit"])
+    assert gpu_run.main() == 0
+    out = capsys.readouterr().out
+    assert ran == ["fit"]
+    for name in ("models", "fit", "total"):
+        assert f"STEP {name}: " in out
+    report = json.loads((tmp_path / "o" / "gpu_run.json").read_text())
+    assert {"models", "fit"} <= set(report["steps"])
+    fake_fit.code = 1  # type: ignore[attr-defined]
+    assert gpu_run.main() == 1
+    monkeypatch.setattr("sys.argv", [*base, "--passes", "fit,chekc"])
+    with pytest.raises(SystemExit) as exc:
+        gpu_run.main()
+    assert exc.value.code == 2 and "chekc" in capsys.readouterr().err
