@@ -340,6 +340,12 @@ def host_identity() -> dict[str, Any]:
     return out
 
 
+def baseline_contents(folder: Path) -> dict[str, bytes]:
+    """Each baseline file's bytes, to tell afterwards which files this run changed (an mtime
+    does not: a folder seeded by ``cp`` just before the run looks freshly written)."""
+    return {f.name: f.read_bytes() for f in folder.glob("*.json")}
+
+
 def annotate_starts(path: Path, since: str, host: dict[str, Any]) -> int:
     """Add ``gpu_uuid`` to the baseline starts this run wrote (date >= ``since`` and this
     hostname): the device machines may share a hostname, the GPU UUID tells hosts apart. The
@@ -791,6 +797,7 @@ def main() -> int:
     host = host_identity()
     print(f"HOST {json.dumps(host)}", flush=True)
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    before = baseline_contents(args.baselines_dir)
     models = build_models(models_dir, args.shapes)
     print(f"models: {models} ({time.monotonic() - t0:.1f}s)", flush=True)
     step("models", steps, t0)
@@ -839,9 +846,8 @@ def main() -> int:
         "steps": steps,
     }
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    wrote = any(p["pass"] == "update" for p in passes)
-    for f in args.baselines_dir.glob("*.json"):  # the baseline file(s) this run wrote
-        if wrote and f.stat().st_mtime >= time.time() - report["seconds"] - 5:
+    for f in sorted(args.baselines_dir.glob("*.json")):  # the baseline file(s) this run wrote
+        if before.get(f.name) != f.read_bytes():
             report.setdefault("starts_annotated", {})[f.name] = annotate_starts(f, since, host)
             shutil.copy(f, args.out / f"baseline-{f.name}")
     (args.out / "gpu_run.json").write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -173,3 +173,30 @@ def test_passes_name_the_steps_and_each_step_prints_its_wall_time(
     with pytest.raises(SystemExit) as exc:
         gpu_run.main()
     assert exc.value.code == 2 and "chekc" in capsys.readouterr().err
+
+
+def test_only_the_baseline_files_a_pass_changed_come_back(
+    gpu_run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A baselines folder seeded by ``cp`` just before the run has fresh mtimes everywhere: the
+    files copied to OUT are the ones whose content the update pass changed (a device call
+    brings back at most 8 files)."""
+    bl = tmp_path / "bl"
+    bl.mkdir()
+    for name in ("a.json", "b.json"):
+        (bl / name).write_text('{"entries": {}}\n')
+
+    def fake_pass(name: str, args: Any, models_dir: Path, results: Path, log: Path) -> dict:
+        results.mkdir(parents=True)
+        (bl / "b.json").write_text('{"entries": {"k": {}}}\n')
+        return {"pass": name, "exit_code": 0, "seconds": 0.0, "results_dir": str(results)}
+
+    monkeypatch.setattr(gpu_run, "run_pass", fake_pass)
+    monkeypatch.setattr(gpu_run, "collect", lambda passes, hbm: {})
+    out = tmp_path / "o"
+    argv = ["gpu_run.py", "--out", str(out), "--shapes", "tiny", "--device", "cpu"]
+    argv += ["--models-dir", str(tmp_path / "m"), "--work", str(tmp_path / "w")]
+    argv += ["--baselines-dir", str(bl), "--passes", "update", "--eagle3-head", "none"]
+    monkeypatch.setattr("sys.argv", argv)
+    assert gpu_run.main() == 0
+    assert sorted(p.name for p in out.glob("baseline-*")) == ["baseline-b.json"]
