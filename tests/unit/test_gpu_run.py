@@ -170,9 +170,9 @@ def test_passes_name_the_steps_and_each_step_prints_its_wall_time(
     fake_fit.code = 1  # type: ignore[attr-defined]
     assert gpu_run.main() == 1
     monkeypatch.setattr("sys.argv", [*base, "--passes", "fit,chekc"])
-    with pytest.raises(SystemExit) as exc:
-        gpu_run.main()
-    assert exc.value.code == 2 and "chekc" in capsys.readouterr().err
+    assert gpu_run.main() == 2
+    err = capsys.readouterr().err
+    assert "specperf gpu-night: error: --passes fit,chekc: chekc: not one of" in err
 
 
 def test_only_the_baseline_files_a_pass_changed_come_back(
@@ -200,3 +200,46 @@ def test_only_the_baseline_files_a_pass_changed_come_back(
     monkeypatch.setattr("sys.argv", argv)
     assert gpu_run.main() == 0
     assert sorted(p.name for p in out.glob("baseline-*")) == ["baseline-b.json"]
+
+
+def test_gpu_night_dry_run_on_cpu(tmp_path: Path, capsys: Any) -> None:
+    """``specperf gpu-night --shapes tiny --device cpu`` end to end, through the CLI: configs
+    built, an update pass writes the profile's baseline file (the one file copied back), a check
+    pass judges against it, each step prints its wall time and each pass its VERDICT line. The
+    GPU suite made small for a unit test (4 requests x 16 tokens, float32, native only; the head
+    fit on CPU is test_eagle3_fitted_sizing's)."""
+    from specperf.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "specperf" / "suites" / "h200-transformers.toml").read_text()
+    for old, new in (
+        ("requests = [12]", "requests = [4]"),
+        ("max_tokens = 128", "max_tokens = 16"),
+        ('dtype = "bfloat16"', 'dtype = "float32"'),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    suite = tmp_path / "small.toml"
+    suite.write_text(text)
+    out, bl = tmp_path / "out", tmp_path / "baselines"
+    bl.mkdir()
+    argv = ["gpu-night", "--out", str(out), "--suite", str(suite), "--shapes", "tiny"]
+    argv += ["--device", "cpu", "--eagle3-head", "none", "--passes", "update,check"]
+    argv += ["--models-dir", str(tmp_path / "models"), "--work", str(tmp_path / "work")]
+    argv += ["--baselines-dir", str(bl), "--budget-s", "500"]
+    argv += ["--", "--engine", "transformers", "--method", "native", "--repeat", "1"]
+    argv += ["--hardware-profile", "cpu-gpu-night-dry-run"]
+    code = main(argv)
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    for name in ("models", "pass update", "pass check", "total"):
+        assert f"STEP {name}: " in printed
+    assert "STEP fit" not in printed  # --eagle3-head none: no fit
+    item = "transformers-native-gsm8k-c1"
+    for name in ("update", "check"):
+        assert f"VERDICT {name} {item}: " in printed
+    report = json.loads((out / "gpu_run.json").read_text())
+    assert {"models", "pass update", "pass check"} <= set(report["steps"])
+    assert report["passes"]["check"]["items"][item]["num_requests"] == 4
+    assert [p.name for p in out.glob("baseline-*")] == ["baseline-cpu-gpu-night-dry-run.json"]
+    assert (bl / "cpu-gpu-night-dry-run.json").exists()
