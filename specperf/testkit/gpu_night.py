@@ -53,6 +53,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -815,10 +816,25 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``specperf gpu-night ARGV`` (scripts/gpu_run.py calls this with its own arguments)."""
-    from specperf.cli import main as cli_main
+    """``specperf gpu-night ARGV`` without the other subcommands' imports (scripts/gpu_run.py
+    runs it on bare CUDA images): the same parser, help and error handling as the CLI's."""
+    from specperf.cli import COMMANDS, readable_metavars
+    from specperf.errors import SpecperfError
 
-    return cli_main(["gpu-night", *(sys.argv[1:] if argv is None else argv)])
+    first, _, rest = COMMANDS["gpu-night"][2].partition("\n\n")
+    ap = argparse.ArgumentParser(
+        prog="specperf gpu-night",
+        description=textwrap.fill(first, 88) + ("\n\n" + rest if rest else ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(ap)
+    readable_metavars(ap)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args)
+    except SpecperfError as exc:
+        print(f"specperf gpu-night: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def run(args: argparse.Namespace) -> int:

@@ -243,3 +243,39 @@ def test_gpu_night_dry_run_on_cpu(tmp_path: Path, capsys: Any) -> None:
     assert report["passes"]["check"]["items"][item]["num_requests"] == 4
     assert [p.name for p in out.glob("baseline-*")] == ["baseline-cpu-gpu-night-dry-run.json"]
     assert (bl / "cpu-gpu-night-dry-run.json").exists()
+
+
+def test_the_old_script_name_runs_the_same_command(tmp_path: Path) -> None:
+    """scripts/gpu_run.py is ``specperf gpu-night`` where specperf is not installed (bare CUDA
+    images): the same options and errors, without importing the other subcommands' modules."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_run.py"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, runpy, sys\n"
+        "sys.argv = sys.argv[1:]\n"
+        "try:\n"
+        "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+        "    code = 0\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "others = ('specperf.report', 'specperf.history', 'specperf.release_watch')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(others))))\n"
+        "sys.exit(code)\n"
+    )
+    for argv, rc, text in (
+        (["--help"], 0, "specperf gpu-night --out night --passes check"),
+        (["--out", str(tmp_path), "--passes", "bogus"], 2, "error: --passes bogus: bogus"),
+    ):
+        r = subprocess.run(
+            [sys.executable, str(probe), str(script), *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        assert r.returncode == rc, r.stderr[-2000:]
+        assert text in r.stdout + r.stderr
+        assert r.stdout.strip().splitlines()[-1] == "[]"
