@@ -91,6 +91,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "other runs (e.g. two engine versions).\n\n"
         "  specperf report results/A\n  specperf report results/A --compare results/B",
     ),
+    "gpu-night": (
+        "specperf.testkit.gpu_night",
+        "the GPU suite on a CUDA box: fit the EAGLE3 head, update and check passes",
+        "Run the h200-transformers suite on this machine's GPU end to end: random-weight "
+        "configs of real shapes, the suite's EAGLE3 head fitted on the engine's own path, then "
+        "an update and/or check pass against baselines/<this GPU's profile>.json; prints a "
+        "STEP line per step, FIT-MAL and VERDICT lines to paste in a review.\n\n"
+        "  specperf gpu-night --out night --passes check\n"
+        "  specperf gpu-night --out night --passes fit      # then --passes check (same machine)\n"
+        "  specperf gpu-night --out dry --shapes tiny --device cpu --passes check",
+    ),
     "merge": (
         "specperf.report.merge",
         "merge shard/GPU/host results into one set, one verdict",

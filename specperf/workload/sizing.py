@@ -22,6 +22,11 @@ item again (e.g. the entry was made on a loaded machine), remove its entry and r
 
 Sizing applies only where the suite gates a speed or latency metric: it costs engine time, and
 without such a gate nothing reads the item's duration.
+
+``[workload] size_to_min_duration = false`` pins the count: every run sends the suite's count,
+and an entry made with another count fixes nothing (it is stale). A suite whose EAGLE3 head is
+fitted to its own measured prompts needs this (the engine-path fit refuses it otherwise): the
+grown count's extra prompts are ones the head never saw, so its MAL would depend on the count.
 """
 
 from __future__ import annotations

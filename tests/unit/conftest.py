@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -26,11 +25,8 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def gpu_run() -> ModuleType:
-    """scripts/gpu_run.py as a module (scripts/ is not a package): its model builder, head swap,
-    start annotation and report code are tested without a GPU."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_run
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return gpu_run
+    """The GPU night (``specperf gpu-night``; scripts/gpu_run.py is its old name): its model
+    builder, head swap, start annotation and report code are tested without a GPU."""
+    from specperf.testkit import gpu_night
+
+    return gpu_night

@@ -18,7 +18,12 @@ def engine_fit_plan(
     suite: str, settings: dict[str, str] | None = None, method: str = "eagle3", heldout: int = 4
 ) -> EnginePlan:
     """The fit plan of a suite's EAGLE3 items (method name ``method``) on the transformers
-    engine: the first turns of every measured conversation, in the workload's request plan."""
+    engine: the first turns of every measured conversation, in the workload's request plan.
+
+    The head is fitted to exactly these prompts (held-out prompts accept next to nothing), so
+    the items must send exactly them on every machine: their suite count, never a count the
+    min-duration sizing grows (``specperf.workload.sizing``). A suite whose items may be sized
+    (``[workload] size_to_min_duration`` true) is refused with a ``ConfigError``."""
     from specperf import datasets
     from specperf.config import load_suite
     from specperf.engines.base import Devices
@@ -31,6 +36,14 @@ def engine_fit_plan(
     items = [it for it in s.items() if it.key.method == method]
     if not items:
         raise ConfigError(f"{suite}: no items of method {method!r}")
+    sized = sorted({it.key.dataset for it in items if it.workload.size_to_min_duration})
+    if sized:
+        raise ConfigError(
+            f"{suite}: its {method} items ({', '.join(sized)}) may be sized by measured duration, "
+            "and a sized item sends prompts the head was not fitted on (its MAL would depend on "
+            "the count picked): set [workload] size_to_min_duration = false, so every run sends "
+            "the suite's count, the prompts the head is fitted to"
+        )
     spec = items[0].spec
     if spec.kind != "transformers" or spec.method != "eagle3":
         raise ConfigError(
