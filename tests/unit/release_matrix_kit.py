@@ -1,0 +1,111 @@
+"""Shared pieces of the release matrix and bisect tests: a calibration suite whose engine
+behaves per release (tests.calibration.releases), and a runner that fakes ``specperf env
+create`` (a release listed as uninstallable fails with a one-line reason) and runs the suite's
+pytest for real."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from specperf.release_watch import Target, run_logged
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = "tests.calibration.releases"
+# from 1.3 on ngram accepts one token per step instead of 2,3,1 (MAL 3.0 -> 2.0)
+STEP = {"1.3": {"accept_pattern": "1,1,1"}}
+
+SUITE = """
+[settings]
+calib_version = "1.0"
+
+[suite]
+name = "matrix-calibration"
+tier = "smoke"
+
+[engines.calib]
+kind = "calibration-releases"
+label = "calib"
+env = {{ SPECPERF_RELEASE = "${{calib_version}}" }}
+options = {{ step_ms = 2, ttft_ms = 5, output_tokens = 12, accept_pattern = "2,3,1", \
+release_steps = '{steps}' }}
+
+[models.calib-model]
+path = "calibration-model"
+
+[models.calib-model.methods.ngram]
+num_speculative_tokens = 3
+
+[datasets.mt-bench]
+concurrency = [1]
+requests = [3]
+
+[output]
+max_tokens = 12
+
+[sampling.greedy]
+temperature = 0
+
+[workload]
+warmup_requests = 1
+min_duration_s = 0
+
+[metrics.output_tokens]
+gate = "always"
+tolerance = 0.02
+"""
+
+TARGET = Target("calib", "calibration", "calib_version", "1.0", True)
+
+
+def write_suite(tmp_path: Path, steps: dict | None = None) -> Path:
+    p = tmp_path / "suite.toml"
+    p.write_text(SUITE.format(steps=json.dumps(STEP if steps is None else steps)))
+    return p
+
+
+PYTEST_ARGS = ["-p", PLUGIN, "tests/perf", "-q"]
+
+
+class EnvFaker:
+    """``env create`` answered here (exit 1 with a one-line reason for the releases in
+    ``broken``); every other command run for real. Records every command."""
+
+    def __init__(self, broken: dict[str, str] | None = None, stop_after: int | None = None):
+        self.broken = broken or {}
+        self.calls: list[list[str]] = []
+        self.stop_after = stop_after  # raise KeyboardInterrupt at this pytest run (1-based)
+
+    @property
+    def pytest_runs(self) -> list[list[str]]:
+        return [c for c in self.calls if c[1:3] == ["-m", "pytest"]]
+
+    def __call__(self, cmd: Sequence[str], log: Path) -> int:
+        cmd = list(cmd)
+        self.calls.append(cmd)
+        if cmd[1:5] == ["-m", "specperf.cli", "env", "create"]:
+            release = cmd[5].split("==", 1)[1]
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a") as fh:
+                fh.write(f"$ {' '.join(cmd)}\n")
+                if release in self.broken:
+                    fh.write(f"specperf env: error: {cmd[5]}: {self.broken[release]}\n")
+                    return 1
+            return 0
+        if self.stop_after is not None and len(self.pytest_runs) == self.stop_after:
+            raise KeyboardInterrupt
+        return run_logged(cmd, log)
+
+
+@pytest.fixture
+def in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
