@@ -49,18 +49,6 @@ GREEDY = "greedy_match"
 ENGINE_WIDE = f"engine-wide {TOKS}"
 EXACT = (MAL, RATE, TOKENS)
 
-# metric family -> (title, what a cell holds); the order of the report's tables
-FAMILIES: dict[str, str] = {
-    "mal": "MAL (mean acceptance length)",
-    "acceptance": "acceptance rate",
-    "positions": "per-position acceptance",
-    "tokens": "output tokens",
-    "greedy": "greedy-match guard (share of outputs equal to native's)",
-    "speed": "tok/s vs reference (engine-wide ratio and per item)",
-    "latency": "TTFT / TPOT (ms)",
-    "other": "other checks",
-}
-
 
 def family(metric: str) -> str:
     if metric == MAL:

@@ -34,6 +34,18 @@ SCHEMA = 1
 RunStatus = Literal["pending", "done", "failed", "not_installable", "interrupted"]
 Role = Literal["reference", "candidate"]
 
+# metric family -> its title; the order of the report's tables
+FAMILIES: dict[str, str] = {
+    "mal": "MAL (mean acceptance length)",
+    "acceptance": "acceptance rate",
+    "positions": "per-position acceptance",
+    "tokens": "output tokens",
+    "greedy": "greedy-match guard (share of outputs equal to native's)",
+    "speed": "tok/s vs reference (engine-wide ratio and per item)",
+    "latency": "TTFT / TPOT (ms)",
+    "other": "other checks",
+}
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -16,6 +16,7 @@ from specperf.engines.vllm.command import (
     server_args,
     server_env,
 )
+from specperf.engines.vllm.releases import upstream_compare
 from specperf.engines.vllm.startup_log import parse_non_default_args, parse_startup_facts
 from specperf.placement import Placement
 
@@ -26,6 +27,8 @@ class VllmEngine(ServerEngine):
     """A vLLM OpenAI server owned by this process (one per EngineSpec per worker)."""
 
     kind = KIND
+    # the upstream changes between two releases (specperf watch bisect prints it)
+    upstream_compare = staticmethod(upstream_compare)
 
     def cpu_placement(self) -> Placement | None:
         return cpu_placement(self.spec, self.devices)

@@ -1,0 +1,254 @@
+"""`specperf watch matrix` end to end, no network: the suite's real pytest runs of the
+calibration engine as a series of releases (tests.calibration.releases; ngram accepts fewer
+tokens from release 1.3 on), with ``specperf env create`` faked so one release can be
+uninstallable. Plus the pieces: schedule, release ranges, the matrix file, the exact
+comparison and the reference's repeatability."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from specperf.cli import build_parser
+from specperf.errors import ConfigError
+from specperf.release_watch import StaticVersions
+from specperf.release_watch.commands import run_matrix_command
+from specperf.release_watch.matrix_judge import exact_verdict, judge_matrix
+from specperf.release_watch.matrix_model import MATRIX_FILE, load_matrix
+from specperf.release_watch.matrix_run import (
+    MatrixPlan,
+    parse_versions,
+    releases_between,
+    schedule,
+)
+from tests.unit.release_matrix_kit import (
+    PYTEST_ARGS,
+    TARGET,
+    EnvFaker,
+    in_repo_root,  # noqa: F401 - fixture
+    write_suite,
+)
+
+MAL = "mean_acceptance_length"
+NGRAM = "calib-model/calib/ngram/mt-bench/c1/greedy"
+NATIVE = "calib-model/calib/native/mt-bench/c1/greedy"
+SOURCE = StaticVersions({"calibration": ["0.9", "1.0", "1.1", "1.2", "1.3", "1.4", "1.5rc1"]})
+
+
+def matrix(tmp_path: Path, runner: EnvFaker, *args: str, out: str = "m") -> tuple[int, Path]:
+    suite = write_suite(tmp_path)
+    argv = ["watch", "matrix", "--suite", str(suite), "--results-dir", str(tmp_path / out)]
+    ns = build_parser().parse_args([*argv, *args])
+    rc = run_matrix_command(ns, TARGET, SOURCE, {}, PYTEST_ARGS, runner=runner)
+    return rc, tmp_path / out / MATRIX_FILE
+
+
+def cell(m, release: str, item: str, metric: str):
+    (c,) = [c for c in m.cells if (c.release, c.item, c.metric) == (release, item, metric)]
+    return c
+
+
+@pytest.mark.usefixtures("in_repo_root")
+def test_matrix_flags_the_planted_step_and_names_an_uninstallable_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = EnvFaker({"1.2": "no wheel for this Python (cp312)"})
+    rc, path = matrix(tmp_path, runner, "--versions", "1.1,1.2,1.3,1.4")
+    out = capsys.readouterr()
+    assert rc == 1, out.err
+    m = load_matrix(path)
+    assert m.releases == ["1.0", "1.1", "1.2", "1.3", "1.4"] and m.reference == "1.0"
+    # R C R C R C R C R, the uninstallable candidate's slot without a suite run
+    plan = [(r.release, r.role, r.status) for r in m.runs]
+    assert [p[:2] for p in plan] == [
+        ("1.0", "reference"),
+        ("1.1", "candidate"),
+        ("1.0", "reference"),
+        ("1.2", "candidate"),
+        ("1.0", "reference"),
+        ("1.3", "candidate"),
+        ("1.0", "reference"),
+        ("1.4", "candidate"),
+        ("1.0", "reference"),
+    ]
+    assert [p[2] for p in plan].count("done") == 8
+    assert len(runner.pytest_runs) == 8
+    rows = {r.release: r for r in m.rows}
+    assert rows["1.2"].status == "not installable"
+    assert "no wheel for this Python (cp312)" in rows["1.2"].reason
+    assert (rows["1.0"].status, rows["1.1"].status) == ("reference", "pass")
+    assert rows["1.3"].status == rows["1.4"].status == "regression"
+    assert rows["1.3"].stack and rows["1.3"].stack.engine == "1.3"
+    # the step: flagged at 1.3 against the reference and against the previous release
+    # (1.1: the uninstallable 1.2 has no cells); 1.4 is the same as 1.3
+    c13 = cell(m, "1.3", NGRAM, MAL)
+    assert (c13.vs_reference.status, c13.vs_previous.status) == ("fail", "fail")
+    assert c13.vs_previous.against == "previous 1.1"
+    assert c13.value == pytest.approx(11 / 6) and c13.vs_reference.delta == pytest.approx(-1 / 3)
+    c14 = cell(m, "1.4", NGRAM, MAL)
+    assert (c14.vs_reference.status, c14.vs_previous.status) == ("fail", "same")
+    for metric in ("acceptance_rate", "per_position_acceptance[2]"):
+        assert cell(m, "1.3", NGRAM, metric).vs_previous.status in ("fail", "changed")
+    # unchanged releases and metrics: exactly the same (the reference's runs agree)
+    for rel in ("1.1",):
+        for metric in (MAL, "acceptance_rate", "per_position_acceptance[1]", "output_tokens"):
+            c = cell(m, rel, NGRAM, metric)
+            assert (c.vs_reference.status, c.vs_reference.method) == ("same", "exact"), c
+    assert cell(m, "1.3", NATIVE, "output_tokens").vs_reference.status == "same"
+    assert not m.not_repeatable
+    # speed: against the reference runs only, never against the previous release
+    tok = cell(m, "1.1", NATIVE, "output_throughput_tok_s")
+    assert tok.vs_reference.method == "verdict" and tok.vs_previous.status == "info"
+    assert cell(m, "1.0", "engine calib", "engine-wide output_throughput_tok_s").value == 1.0
+    # progress, ETA, summary, report
+    assert "[2/9] calibration 1.1 (candidate) …" in out.out
+    assert "[4/9] calibration 1.2 (candidate) not installable" in out.out
+    assert "ETA" in out.out
+    assert "REGRESSION in calibration 1.3" in out.err
+    report = (path.parent / "report" / "report.html").read_text()
+    assert 'id="matrix-mal"' in report and "FAIL -33.3%" in report
+    md = (path.parent / "report" / "report.md").read_text()
+    assert "not installable" in md and "| torch" in md
+
+
+@pytest.mark.usefixtures("in_repo_root")
+def test_resume_after_an_interrupted_matrix_repeats_no_finished_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = EnvFaker(stop_after=3)  # Ctrl-C as the third suite run starts
+    rc, path = matrix(tmp_path, first, "--from", "1.1", "--to", "1.3", "--reference", "1.1")
+    assert rc == 130 and "--resume" in capsys.readouterr().err
+    m = load_matrix(path)
+    assert [r.status for r in m.runs] == ["done", "done", "interrupted", "pending", "pending"]
+    kept = {r.results_dir: Path(r.results_dir).stat().st_mtime for r in m.runs[:2]}
+    with pytest.raises(ConfigError, match="exists: pass --resume"):
+        matrix(tmp_path, EnvFaker(), "--from", "1.1", "--to", "1.3", "--reference", "1.1")
+    with pytest.raises(ConfigError, match=r"planned with reference '1\.1'"):
+        matrix(tmp_path, EnvFaker(), "--from", "1.1", "--to", "1.3", "--resume")
+    again = EnvFaker()
+    rc, path = matrix(
+        tmp_path, again, "--from", "1.1", "--to", "1.3", "--reference", "1.1", "--resume"
+    )
+    assert rc == 1  # 1.3 has the step; 1.2 is the same as the reference 1.1
+    m = load_matrix(path)
+    assert [r.status for r in m.runs] == ["done"] * 5
+    assert len(again.pytest_runs) == 3  # only the interrupted and the pending runs
+    assert {d: Path(d).stat().st_mtime for d in kept} == kept
+    assert {r.release: r.status for r in m.rows} == {
+        "1.1": "reference",
+        "1.2": "pass",
+        "1.3": "regression",
+    }
+    with pytest.raises(ConfigError, match="does not exist"):
+        matrix(tmp_path, EnvFaker(), "--versions", "1.2", "--resume", out="elsewhere")
+
+
+def test_schedule_interleaves_the_reference() -> None:
+    assert schedule("1.0", ["1.1", "1.2"]) == [
+        ("1.0", "reference"),
+        ("1.1", "candidate"),
+        ("1.0", "reference"),
+        ("1.2", "candidate"),
+        ("1.0", "reference"),
+    ]
+    every2 = schedule("1.0", ["0.9", "1.0", "1.1", "1.2"], every=2)
+    assert [r for r, _ in every2] == ["1.0", "0.9", "1.1", "1.0", "1.2", "1.0"]
+    with pytest.raises(ConfigError, match="--reference-every 0"):
+        schedule("1.0", ["1.1"], every=0)
+
+
+def test_release_ranges_and_lists() -> None:
+    versions = ["1.1", "1.0", "1.2rc1", "1.2", "1.10", "1.3.post1", "junk"]
+    assert releases_between(versions, "1.0", "1.3.post1") == ["1.0", "1.1", "1.2", "1.3.post1"]
+    assert releases_between(versions, "1.0", "1.2", pre=True) == ["1.0", "1.1", "1.2rc1", "1.2"]
+    assert releases_between(versions, "1.0", "1.2", inclusive=False) == ["1.1"]
+    with pytest.raises(ConfigError, match=r"--from 1\.3 is newer than --to 1\.0"):
+        releases_between(versions, "1.3", "1.0")
+    with pytest.raises(ConfigError, match="--to 'latest': not a release version"):
+        releases_between(versions, "1.0", "latest")
+    assert parse_versions("1.1, 1.2,") == ["1.1", "1.2"]
+    with pytest.raises(ConfigError, match="--versions 'x'"):
+        parse_versions("1.1,x")
+
+
+def test_a_bad_matrix_file_is_one_line(tmp_path: Path) -> None:
+    p = tmp_path / MATRIX_FILE
+    p.write_text("{")
+    with pytest.raises(ConfigError, match=r"matrix.json: not valid JSON"):
+        load_matrix(p)
+    good = MatrixPlan(TARGET, "s", ["1.1"], "1.0", tmp_path).new_matrix()
+    data = good.model_dump(mode="json")
+    data["runs"][0]["status"] = "finished"
+    p.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"matrix.json: runs\[0\]\.status: Input should"):
+        load_matrix(p)
+
+
+def test_exact_comparison_says_same_changed_or_fail() -> None:
+    from specperf.config import DEFAULT_METRICS
+
+    pol = DEFAULT_METRICS[MAL]  # higher is better, tolerance 5 %
+    assert exact_verdict(2.75, 2.75, pol, "r").status == "same"
+    assert exact_verdict(2.74, 2.75, pol, "r").status == "changed"  # -0.4 %: below tolerance
+    assert exact_verdict(2.9, 2.75, pol, "r").status == "changed"  # better
+    assert exact_verdict(2.5, 2.75, pol, "r").status == "fail"
+    assert exact_verdict(0.5, 0.25, None, "r").status == "changed"  # per-position: no policy
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_results"
+ITEM = "vllm-eagle3-mt-bench-c1"
+KEY = "qwen3-8b/vllm/eagle3/mt-bench/c1/greedy"
+
+
+class FixtureRunner:
+    """Lays down the committed results for each suite run (no engine): the release's MAL
+    from ``mal`` for one item; env create always succeeds."""
+
+    def __init__(self, mal: dict[tuple[str, int], float]) -> None:
+        self.mal = mal
+        self.n = 0
+
+    def __call__(self, cmd: Sequence[str], log: Path) -> int:
+        cmd = list(cmd)
+        if cmd[1:3] != ["-m", "pytest"]:
+            return 0
+        self.n += 1
+        version = next(a.split("=", 1)[1] for a in cmd if a.startswith("calib_version="))
+        out = Path(cmd[cmd.index("--results-dir") + 1])
+        shutil.copytree(FIXTURES / "run-main", out)
+        f = out / ITEM / "summary.json"
+        s = json.loads(f.read_text())
+        mal = self.mal.get((version, self.n), self.mal.get((version, 0)))
+        if mal is not None:
+            s[MAL] = mal
+            s["figures"][MAL] = {"value": mal, "starts": [mal]}
+        s["engine_version"] = version
+        f.write_text(json.dumps(s))
+        return 0
+
+
+def test_a_reference_that_disagrees_with_itself_is_not_compared_exactly(tmp_path: Path) -> None:
+    """The reference's second run measures another MAL for one item: that row is "reference
+    not repeatable" and its cells keep the verdict module's tolerance verdict; the other
+    exact rows are still compared exactly."""
+    from specperf.release_watch.matrix_run import Executor, run_schedule
+
+    runner = FixtureRunner({("1.0", 3): 3.0, ("1.0", 0): 3.05, ("1.1", 0): 3.04})
+    plan = MatrixPlan(TARGET, "s", ["1.1"], "1.0", tmp_path / "m")
+    m = plan.new_matrix()
+    ex = Executor(m, tmp_path / "m" / MATRIX_FILE, TARGET, runner=runner, say=lambda _: None)
+    run_schedule(ex)
+    judge_matrix(m)
+    assert any(
+        r.startswith(f"{KEY} | {MAL}: reference not repeatable: 3 … 3.05") for r in m.not_repeatable
+    ), m.not_repeatable
+    c = cell(m, "1.1", KEY, MAL)
+    assert c.vs_reference.method == "verdict" and c.vs_reference.status == "pass"
+    assert "reference not repeatable" in c.vs_reference.reason
+    assert c.vs_previous.status == "not_evaluated"
+    other = cell(m, "1.1", "qwen3-8b/vllm/eagle3/mt-bench/c4/greedy", MAL)
+    assert (other.vs_reference.status, other.vs_reference.method) == ("same", "exact")
