@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
+import tests.calibration.releases  # noqa: F401 - registers the engine kind for this process
 from specperf.release_watch import Target, run_logged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +101,56 @@ class EnvFaker:
             return 0
         if self.stop_after is not None and len(self.pytest_runs) == self.stop_after:
             raise KeyboardInterrupt
+        return self.suite_run(cmd, log)
+
+    def suite_run(self, cmd: list[str], log: Path) -> int:
         return run_logged(cmd, log)
+
+
+FIXTURES = ROOT / "tests" / "fixtures_results"
+FIXTURE_ITEM = "vllm-eagle3-mt-bench-c1"
+FIXTURE_ITEM_KEY = "qwen3-8b/vllm/eagle3/mt-bench/c1/greedy"
+
+
+class FixtureRunner(EnvFaker):
+    """No engine: each suite run lays down the committed results (tests/fixtures_results),
+    the release reported as the engine version. ``mal`` plants a step: either
+    ``{first release: factor}`` (the fixture item's MAL times the factor from that release on)
+    or ``f(release, run number) -> MAL or None``."""
+
+    def __init__(
+        self,
+        mal: Mapping[str, float] | Callable[[str, int], float | None],
+        broken: dict[str, str] | None = None,
+        stop_after: int | None = None,
+    ) -> None:
+        super().__init__(broken, stop_after)
+        self.mal = mal
+
+    def suite_run(self, cmd: list[str], log: Path) -> int:
+        version = next(a.split("=", 1)[1] for a in cmd if a.startswith("calib_version="))
+        out = Path(cmd[cmd.index("--results-dir") + 1])
+        shutil.copytree(FIXTURES / "run-main", out)
+        for f in out.glob("*/summary.json"):
+            s = json.loads(f.read_text())
+            s["engine_version"] = version
+            if f.parent.name == FIXTURE_ITEM:
+                mal = self._mal(version, len(self.pytest_runs), s["mean_acceptance_length"])
+                if mal is not None:
+                    s["mean_acceptance_length"] = mal
+                    s["figures"]["mean_acceptance_length"] = {"value": mal, "starts": [mal]}
+            f.write_text(json.dumps(s))
+        return 0
+
+    def _mal(self, version: str, n: int, base: float) -> float | None:
+        if callable(self.mal):
+            return self.mal(version, n)
+        steps = [
+            f
+            for start, f in sorted(self.mal.items(), key=lambda kv: Version(kv[0]))
+            if Version(version) >= Version(start)
+        ]
+        return base * steps[-1] if steps else None
 
 
 @pytest.fixture

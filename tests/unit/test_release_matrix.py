@@ -7,8 +7,6 @@ comparison and the reference's repeatability."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -26,9 +24,13 @@ from specperf.release_watch.matrix_run import (
     schedule,
 )
 from tests.unit.release_matrix_kit import (
+    FIXTURE_ITEM_KEY as KEY,
+)
+from tests.unit.release_matrix_kit import (
     PYTEST_ARGS,
     TARGET,
     EnvFaker,
+    FixtureRunner,
     in_repo_root,  # noqa: F401 - fixture
     write_suite,
 )
@@ -115,21 +117,23 @@ def test_matrix_flags_the_planted_step_and_names_an_uninstallable_release(
     assert "not installable" in md and "| torch" in md
 
 
-@pytest.mark.usefixtures("in_repo_root")
 def test_resume_after_an_interrupted_matrix_repeats_no_finished_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first = EnvFaker(stop_after=3)  # Ctrl-C as the third suite run starts
+    """Ctrl-C during the third run: matrix.json keeps the two finished runs and marks the
+    third interrupted; --resume runs the interrupted and the pending runs only."""
+    step = {"1.3": 0.8}  # the fixture item's MAL x 0.8 from 1.3 on
+    first = FixtureRunner(step, stop_after=3)
     rc, path = matrix(tmp_path, first, "--from", "1.1", "--to", "1.3", "--reference", "1.1")
     assert rc == 130 and "--resume" in capsys.readouterr().err
     m = load_matrix(path)
     assert [r.status for r in m.runs] == ["done", "done", "interrupted", "pending", "pending"]
     kept = {r.results_dir: Path(r.results_dir).stat().st_mtime for r in m.runs[:2]}
     with pytest.raises(ConfigError, match="exists: pass --resume"):
-        matrix(tmp_path, EnvFaker(), "--from", "1.1", "--to", "1.3", "--reference", "1.1")
+        matrix(tmp_path, first, "--from", "1.1", "--to", "1.3", "--reference", "1.1")
     with pytest.raises(ConfigError, match=r"planned with reference '1\.1'"):
-        matrix(tmp_path, EnvFaker(), "--from", "1.1", "--to", "1.3", "--resume")
-    again = EnvFaker()
+        matrix(tmp_path, first, "--from", "1.1", "--to", "1.3", "--resume")
+    again = FixtureRunner(step)
     rc, path = matrix(
         tmp_path, again, "--from", "1.1", "--to", "1.3", "--reference", "1.1", "--resume"
     )
@@ -143,8 +147,9 @@ def test_resume_after_an_interrupted_matrix_repeats_no_finished_run(
         "1.2": "pass",
         "1.3": "regression",
     }
+    assert cell(m, "1.3", KEY, MAL).vs_previous.status == "fail"
     with pytest.raises(ConfigError, match="does not exist"):
-        matrix(tmp_path, EnvFaker(), "--versions", "1.2", "--resume", out="elsewhere")
+        matrix(tmp_path, again, "--versions", "1.2", "--resume", out="elsewhere")
 
 
 def test_schedule_interleaves_the_reference() -> None:
@@ -199,45 +204,14 @@ def test_exact_comparison_says_same_changed_or_fail() -> None:
     assert exact_verdict(0.5, 0.25, None, "r").status == "changed"  # per-position: no policy
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_results"
-ITEM = "vllm-eagle3-mt-bench-c1"
-KEY = "qwen3-8b/vllm/eagle3/mt-bench/c1/greedy"
-
-
-class FixtureRunner:
-    """Lays down the committed results for each suite run (no engine): the release's MAL
-    from ``mal`` for one item; env create always succeeds."""
-
-    def __init__(self, mal: dict[tuple[str, int], float]) -> None:
-        self.mal = mal
-        self.n = 0
-
-    def __call__(self, cmd: Sequence[str], log: Path) -> int:
-        cmd = list(cmd)
-        if cmd[1:3] != ["-m", "pytest"]:
-            return 0
-        self.n += 1
-        version = next(a.split("=", 1)[1] for a in cmd if a.startswith("calib_version="))
-        out = Path(cmd[cmd.index("--results-dir") + 1])
-        shutil.copytree(FIXTURES / "run-main", out)
-        f = out / ITEM / "summary.json"
-        s = json.loads(f.read_text())
-        mal = self.mal.get((version, self.n), self.mal.get((version, 0)))
-        if mal is not None:
-            s[MAL] = mal
-            s["figures"][MAL] = {"value": mal, "starts": [mal]}
-        s["engine_version"] = version
-        f.write_text(json.dumps(s))
-        return 0
-
-
 def test_a_reference_that_disagrees_with_itself_is_not_compared_exactly(tmp_path: Path) -> None:
     """The reference's second run measures another MAL for one item: that row is "reference
     not repeatable" and its cells keep the verdict module's tolerance verdict; the other
     exact rows are still compared exactly."""
     from specperf.release_watch.matrix_run import Executor, run_schedule
 
-    runner = FixtureRunner({("1.0", 3): 3.0, ("1.0", 0): 3.05, ("1.1", 0): 3.04})
+    table = {("1.0", 3): 3.0, ("1.0", 0): 3.05, ("1.1", 0): 3.04}
+    runner = FixtureRunner(lambda v, n: table.get((v, n), table.get((v, 0))))
     plan = MatrixPlan(TARGET, "s", ["1.1"], "1.0", tmp_path / "m")
     m = plan.new_matrix()
     ex = Executor(m, tmp_path / "m" / MATRIX_FILE, TARGET, runner=runner, say=lambda _: None)
