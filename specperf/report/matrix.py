@@ -227,6 +227,7 @@ def summary_text(m: Matrix) -> str:
 class MatrixReport:
     markdown: Path
     html: Path
+    matrix: Matrix
 
 
 def build_matrix_report(
@@ -251,7 +252,7 @@ def build_matrix_report(
     (where / REPORT_HTML).write_text(
         html.render(secs, title=title, subtitle=subtitle), encoding="utf-8"
     )
-    return MatrixReport(where / REPORT_MD, where / REPORT_HTML)
+    return MatrixReport(where / REPORT_MD, where / REPORT_HTML, m)
 
 
 __all__ = [

@@ -123,9 +123,11 @@ class FixtureRunner(EnvFaker):
         mal: Mapping[str, float] | Callable[[str, int], float | None],
         broken: dict[str, str] | None = None,
         stop_after: int | None = None,
+        packages: Callable[[str], dict[str, str]] | None = None,
     ) -> None:
         super().__init__(broken, stop_after)
         self.mal = mal
+        self.packages = packages  # release -> the engine env's package versions recorded
 
     def suite_run(self, cmd: list[str], log: Path) -> int:
         version = next(a.split("=", 1)[1] for a in cmd if a.startswith("calib_version="))
@@ -134,6 +136,8 @@ class FixtureRunner(EnvFaker):
         for f in out.glob("*/summary.json"):
             s = json.loads(f.read_text())
             s["engine_version"] = version
+            if self.packages is not None:
+                s["environment"]["engine_env"] = {"versions": self.packages(version)}
             if f.parent.name == FIXTURE_ITEM:
                 mal = self._mal(version, len(self.pytest_runs), s["mean_acceptance_length"])
                 if mal is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.cli import build_parser
+from specperf.cli import build_parser, main
 from specperf.errors import ConfigError
 from specperf.release_watch import StaticVersions
 from specperf.release_watch.commands import run_matrix_command
@@ -23,6 +23,7 @@ from specperf.release_watch.matrix_run import (
     releases_between,
     schedule,
 )
+from specperf.report.matrix import dependency_steps
 from tests.unit.release_matrix_kit import (
     FIXTURE_ITEM_KEY as KEY,
 )
@@ -226,3 +227,40 @@ def test_a_reference_that_disagrees_with_itself_is_not_compared_exactly(tmp_path
     assert c.vs_previous.status == "not_evaluated"
     other = cell(m, "1.1", "qwen3-8b/vllm/eagle3/mt-bench/c4/greedy", MAL)
     assert (other.vs_reference.status, other.vs_reference.method) == ("same", "exact")
+
+
+def test_report_of_a_matrix_shows_each_family_and_the_dependency_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`specperf report --matrix`: one table and one chart per metric family, the stack row,
+    and the torch change between 1.1 and 1.2 marked (a step that coincides with it)."""
+
+    def packages(release: str) -> dict[str, str]:
+        torch = "2.11.0+cpu" if release < "1.2" else "2.13.0+cpu"
+        return {"torch": torch, "transformers": "4.57.1", "torch_build": "pinned"}
+
+    runner = FixtureRunner({"1.2": 0.8}, packages=packages)
+    rc, path = matrix(tmp_path, runner, "--versions", "1.1,1.2", "--no-report")
+    assert rc == 1
+    m = load_matrix(path)
+    assert [(r.release, r.stack.torch) for r in m.rows] == [
+        ("1.0", "2.11.0+cpu"),
+        ("1.1", "2.11.0+cpu"),
+        ("1.2", "2.13.0+cpu"),
+    ]
+    assert all(r.stack.torch_build == "pinned" for r in m.runs)
+    assert not (path.parent / "report").exists()
+    capsys.readouterr()
+    assert main(["report", "--matrix", str(path), "--out", str(tmp_path / "r")]) == 0
+    printed = capsys.readouterr().out
+    assert "1.2" in printed and "regression" in printed and "torch 2.13.0+cpu" in printed
+    html = (tmp_path / "r" / "report.html").read_text()
+    for fam in ("mal", "acceptance", "positions", "tokens", "greedy", "speed", "latency"):
+        assert f'id="matrix-{fam}"' in html, fam
+    assert 'id="matrix-mal-chart-1"' in html and 'id="matrix-speed-chart-1"' in html
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "2.11.0+cpu (pinned)" in md and "2.13.0+cpu (pinned)" in md
+    assert "FAIL -20.0%" in md  # the step, against the reference and the previous release
+    assert dependency_steps(m) == [(2, "torch 2.11.0+cpu→2.13.0+cpu")]
+    assert main(["report"]) == 2
+    assert "give RESULTS_DIR... or --matrix" in capsys.readouterr().err
