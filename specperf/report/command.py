@@ -17,7 +17,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--matrix",
         type=Path,
         default=None,
-        metavar="MATRIX_JSON",
         help="a release matrix (specperf watch matrix's matrix.json) instead of results "
         "directories: one table and one chart per metric family",
     )
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.matrix is not None:
         return run_matrix(args)
     if not args.results:
-        raise ConfigError("specperf report: give RESULTS_DIR... or --matrix MATRIX_JSON")
+        raise ConfigError("specperf report: give RESULTS_DIR... or --matrix matrix.json")
     build_report = load_builder()
 
     if args.baseline is not None and not args.baseline.is_file():
