@@ -110,8 +110,9 @@ def rule_values(checks: Sequence[Check]) -> Values:
 
 def _stack(results: Mapping[str, ItemResult]) -> Stack:
     """Engine, torch (and its build) and transformers versions from a run's summaries: the
-    engine's reported version, and the first ``torch`` / ``transformers`` / ``torch_build``
-    text found in the environment record (the engine environment's package versions)."""
+    engine's reported version, and the engine environment's record
+    (``environment.engine.env``: its ``torch_build`` and package ``versions``), else the first
+    ``torch`` / ``transformers`` / ``torch_build`` text anywhere in the environment record."""
     found: dict[str, str] = {}
 
     def walk(node: Any) -> None:
@@ -128,7 +129,9 @@ def _stack(results: Mapping[str, ItemResult]) -> Stack:
     engine = None
     for res in results.values():
         engine = engine or res.engine_version
-        walk(res.summary.get("environment") or {})
+        env = res.summary.get("environment") or {}
+        walk(((env.get("engine") or {}).get("env")) or {})
+        walk(env)
     return Stack(
         engine=engine,
         torch=found.get("torch"),

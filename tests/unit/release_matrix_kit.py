@@ -137,7 +137,9 @@ class FixtureRunner(EnvFaker):
             s = json.loads(f.read_text())
             s["engine_version"] = version
             if self.packages is not None:
-                s["environment"]["engine_env"] = {"versions": self.packages(version)}
+                pkgs = dict(self.packages(version))
+                env = {"torch_build": pkgs.pop("torch_build", None), "versions": pkgs}
+                s["environment"]["engine"]["env"] = env  # as the engine record holds it
             if f.parent.name == FIXTURE_ITEM:
                 mal = self._mal(version, len(self.pytest_runs), s["mean_acceptance_length"])
                 if mal is not None:

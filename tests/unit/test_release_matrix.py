@@ -264,3 +264,19 @@ def test_report_of_a_matrix_shows_each_family_and_the_dependency_change(
     assert dependency_steps(m) == [(2, "torch 2.11.0+cpu→2.13.0+cpu")]
     assert main(["report"]) == 2
     assert "give RESULTS_DIR... or --matrix" in capsys.readouterr().err
+
+
+def test_an_uninstallable_reference_ends_the_matrix_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = FixtureRunner({}, broken={"1.0": "yanked: broken build"})
+    rc, path = matrix(tmp_path, runner, "--versions", "1.1,1.2")
+    assert rc == 2 and runner.pytest_runs == []
+    assert "the reference calibration 1.0 is not installable" in capsys.readouterr().err
+    m = load_matrix(path)
+    assert {r.release: r.status for r in m.rows} == {
+        "1.0": "not installable",
+        "1.1": "not run",
+        "1.2": "not run",
+    }
+    assert "yanked: broken build" in m.rows[0].reason
