@@ -29,6 +29,12 @@ Steps for each watched engine:
 5. ``specperf report CANDIDATE --compare PINNED`` and a ``watch.json`` / ``watch.md`` summary
    (also appended to $GITHUB_STEP_SUMMARY). Exit 1 names each regressing release; exit 2 means
    the watch could not judge (e.g. the pinned run produced nothing).
+
+Over many releases (docs/releases.md): ``specperf watch matrix`` runs the suite over a range of
+releases with the reference interleaved (matrix_run), judges every cell against the reference
+runs and the previous release (matrix_judge) into one ``matrix.json`` (matrix_model), from
+which the report's matrix sections are made (specperf.report.matrix); ``specperf watch bisect``
+searches the first release that shows a change with the same runner and judging (bisect).
 """
 
 from __future__ import annotations
