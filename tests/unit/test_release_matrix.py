@@ -280,3 +280,35 @@ def test_an_uninstallable_reference_ends_the_matrix_with_exit_2(
         "1.2": "not run",
     }
     assert "yanked: broken build" in m.rows[0].reason
+
+
+@pytest.mark.usefixtures("in_repo_root")
+def test_the_specperf_command_runs_a_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through `specperf watch matrix` itself (the engine needs no environment here, so the
+    package and setting are named): R C R, exit 1 for the planted step, the summary printed."""
+    suite = write_suite(tmp_path)
+    vfile = tmp_path / "versions.json"
+    vfile.write_text(json.dumps({"calibration": ["1.0", "1.2", "1.3"]}))
+    out = tmp_path / "m"
+    common = ["--suite", str(suite), "--package", "calibration"]
+    common += ["--version-setting", "calib_version", "--versions-file", str(vfile)]
+    common += ["--results-dir", str(out)]
+    assert main(["watch", "matrix", *common, "--from", "1.3", "--to", "1.3"]) == 2
+    assert "name one with --engine" in capsys.readouterr().err  # no env: engine to default to
+    assert main(["watch", "matrix", *common, "--engine", "calib", "--from", "1.4"]) == 2
+    assert "give the releases: --from A --to B" in capsys.readouterr().err
+    argv = ["watch", "matrix", *common, "--engine", "calib", "--from", "1.3", "--to", "1.3"]
+    rc = main([*argv, "--", *PYTEST_ARGS, "-k", "ngram"])
+    printed = capsys.readouterr()
+    assert rc == 1, printed.err
+    assert "REGRESSION in calibration 1.3" in printed.err
+    assert "release matrix calibration" in printed.out and "regression" in printed.out
+    m = load_matrix(out / MATRIX_FILE)
+    assert [(r.release, r.role) for r in m.runs] == [
+        ("1.0", "reference"),
+        ("1.3", "candidate"),
+        ("1.0", "reference"),
+    ]
+    assert (out / "report" / "report.html").is_file()
