@@ -7,8 +7,9 @@ A table cell reads ``value · ref VERDICT · prev VERDICT``: the release's value
 its engine starts), its verdict against the matrix's reference runs and against the previous
 release (``=`` same, ``Δ±x%`` changed, ``FAIL ±x%`` regressed, ``ok`` pass, ``n/e`` not
 evaluated; none for a reported-only figure). The chart draws each row's value by release; red
-markers are failures against the reference, and a dotted line marks where the torch or
-transformers version changed, so a step that coincides with a dependency change is visible.
+markers are failures against the reference, a release without values says why on the axis,
+and a dotted line marks where the torch or transformers version changed, so a step that
+coincides with a dependency change is visible.
 """
 
 from __future__ import annotations
@@ -167,6 +168,18 @@ def family_chart(m: Matrix, fam: str) -> bytes | None:
         ]
         if bad:
             ax.scatter(*zip(*bad, strict=True), color="red", zorder=5, s=60)
+    for r in m.rows:  # releases without values say why on the axis
+        if r.status in ("not installable", "not run", "failed"):
+            ax.text(
+                x_of[r.release],
+                ax.get_ylim()[0],
+                r.status,
+                fontsize=7,
+                rotation=90,
+                va="bottom",
+                ha="center",
+                color="grey",
+            )
     for x, what in dependency_steps(m):
         ax.axvline(x - 0.5, color="grey", linestyle=":")
         ax.text(x - 0.5, ax.get_ylim()[1], what, fontsize=7, rotation=90, va="top")
@@ -202,7 +215,12 @@ def sections(m: Matrix) -> list[Section]:
     for fam, title in FAMILIES.items():
         s = Section(f"matrix-{fam}", f"Release matrix: {title}")
         df = family_frame(m, fam)
-        s.table(title, df, missing="no release measured it", drop_constant=("model", "sampling"))
+        s.table(
+            title,
+            df,
+            missing="no release measured it",
+            drop_constant=("model", "engine", "sampling"),
+        )
         s.chart(title, family_chart(m, fam), missing="no values to draw")
         out.append(s)
     return out
