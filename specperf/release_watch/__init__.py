@@ -200,8 +200,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     common(bi)
     versions(bi)
-    bi.add_argument("--good", required=True, help="a release without the change")
-    bi.add_argument("--bad", required=True, help="a release with the change")
+    bi.add_argument("--good", help="a release without the change")
+    bi.add_argument("--bad", help="a release with the change")
+    bi.add_argument(
+        "--matrix",
+        type=Path,
+        help="start from a matrix.json: --good/--bad default to the first neighbour pair "
+        "whose cells show the change (a verdict against the previous release)",
+    )
     bi.add_argument(
         "--check",
         required=True,

@@ -113,6 +113,27 @@ class BisectResult(BaseModel):
         return out
 
 
+def pair_from_matrix(m: Matrix, check: str) -> tuple[str, str]:
+    """(good, bad) from a matrix: the first release whose cells selected by ``check`` changed
+    against the previous release (``fail`` or ``changed``), and that previous release."""
+    metrics = sorted({c.metric for c in m.cells})
+    spec = CheckSpec.parse(check, metrics)
+    prev: str | None = None
+    for rel in m.releases:
+        cells = [c for c in m.cells if c.release == rel and spec.matches(c.item, c.metric, {})]
+        if not cells:
+            continue
+        if prev is not None and any(
+            c.vs_previous is not None and c.vs_previous.status in SHOWS for c in cells
+        ):
+            return prev, rel
+        prev = rel
+    raise ConfigError(
+        f"--check {check!r}: no release of the matrix changed against the previous one on it; "
+        "give --good and --bad"
+    )
+
+
 def upstream_compare(suite: str, engine: str, package: str, old: str, new: str) -> str | None:
     """The engine module's link to the upstream changes between two releases (an engine
     class's ``upstream_compare(package, old, new)``; None where it has none)."""

