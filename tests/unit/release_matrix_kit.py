@@ -124,9 +124,11 @@ class FixtureRunner(EnvFaker):
         broken: dict[str, str] | None = None,
         stop_after: int | None = None,
         packages: Callable[[str], dict[str, str]] | None = None,
+        speed: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__(broken, stop_after)
         self.mal = mal
+        self.speed = speed or {}  # {first release: factor} on the fixture item's tok/s
         self.packages = packages  # release -> the engine env's package versions recorded
 
     def suite_run(self, cmd: list[str], log: Path) -> int:
@@ -141,6 +143,13 @@ class FixtureRunner(EnvFaker):
                 env = {"torch_build": pkgs.pop("torch_build", None), "versions": pkgs}
                 s["environment"]["engine"]["env"] = env  # as the engine record holds it
             if f.parent.name == FIXTURE_ITEM:
+                factor = self._step(self.speed, version)
+                if factor is not None:
+                    fig = s["figures"]["output_throughput_tok_s"]
+                    s["output_throughput_tok_s"] *= factor
+                    fig["value"] *= factor
+                    fig["starts"] = [v * factor for v in fig["starts"]]
+                    fig.pop("interval", None)
                 mal = self._mal(version, len(self.pytest_runs), s["mean_acceptance_length"])
                 if mal is not None:
                     s["mean_acceptance_length"] = mal
@@ -151,12 +160,18 @@ class FixtureRunner(EnvFaker):
     def _mal(self, version: str, n: int, base: float) -> float | None:
         if callable(self.mal):
             return self.mal(version, n)
-        steps = [
+        factor = self._step(self.mal, version)
+        return None if factor is None else base * factor
+
+    @staticmethod
+    def _step(steps: Mapping[str, float], version: str) -> float | None:
+        """The factor of the latest step at or below ``version`` (None: before every step)."""
+        on = [
             f
-            for start, f in sorted(self.mal.items(), key=lambda kv: Version(kv[0]))
+            for start, f in sorted(steps.items(), key=lambda kv: Version(kv[0]))
             if Version(version) >= Version(start)
         ]
-        return base * steps[-1] if steps else None
+        return on[-1] if on else None
 
 
 @pytest.fixture
