@@ -191,6 +191,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="go on with RESULTS_DIR/matrix.json (finished runs kept)",
     )
+    mx.add_argument(
+        "--retry-uninstallable",
+        action="store_true",
+        help="with --resume: ask specperf env create again for releases recorded as not "
+        "installable",
+    )
     mx.add_argument("--no-report", action="store_true", help="skip report.md / report.html")
     releases_run(mx, "results/matrix")
 

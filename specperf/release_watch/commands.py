@@ -78,6 +78,8 @@ def run_matrix_command(
     pytest_args: Sequence[str],
     runner: Runner = run_logged,
 ) -> int:
+    if args.retry_uninstallable and not args.resume:
+        raise ConfigError("--retry-uninstallable goes with --resume")
     plan = MatrixPlan(
         target,
         args.suite,
@@ -89,7 +91,7 @@ def run_matrix_command(
         args.torch_build,
         args.reference_every,
     )
-    m = open_matrix(plan, resume=args.resume)
+    m = open_matrix(plan, resume=args.resume, retry_uninstallable=args.retry_uninstallable)
     path = args.results_dir / MATRIX_FILE
     ex = Executor(m, path, target, runner=runner)
     ex.save()

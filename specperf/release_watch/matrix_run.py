@@ -141,9 +141,10 @@ class MatrixPlan:
         return str(self.results_dir / "runs" / f"{index:02d}-{role}-{_safe(release)}")
 
 
-def open_matrix(plan: MatrixPlan, *, resume: bool) -> Matrix:
+def open_matrix(plan: MatrixPlan, *, resume: bool, retry_uninstallable: bool = False) -> Matrix:
     """A new matrix for ``plan``, or (``resume``) the one saved in its results directory, which
-    must have been planned for the same suite, engine, reference and releases."""
+    must have been planned for the same suite, engine, reference and releases.
+    ``retry_uninstallable``: releases recorded as not installable are asked again."""
     path = plan.results_dir / MATRIX_FILE
     if not resume:
         if path.exists():
@@ -161,6 +162,11 @@ def open_matrix(plan: MatrixPlan, *, resume: bool) -> Matrix:
                 f"--resume: {path} was planned with {name} {getattr(m, name)!r}, this command "
                 f"asks for {getattr(fresh, name)!r}"
             )
+    if retry_uninstallable:
+        for run in m.runs:
+            if run.status == "not_installable":
+                run.status, run.reason = "pending", None
+        m.not_installable = {}
     return m
 
 

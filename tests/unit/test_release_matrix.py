@@ -331,3 +331,20 @@ def test_a_slower_release_is_judged_against_the_interleaved_reference_runs(
     assert cell(m, "1.1", KEY, "output_throughput_tok_s").vs_reference.status == "pass"
     assert cell(m, "1.2", KEY, MAL).vs_reference.status == "same"
     assert {r.release: r.status for r in m.rows}["1.1"] == "pass"
+
+
+def test_resume_can_ask_again_for_releases_that_did_not_install(tmp_path: Path) -> None:
+    args = ("--versions", "1.1,1.2", "--no-report")
+    rc, path = matrix(tmp_path, FixtureRunner({}, broken={"1.2": "resolver conflict"}), *args)
+    assert rc == 0 and load_matrix(path).not_installable == {
+        "1.2": pytest.approx("specperf env: error: calibration==1.2: resolver conflict")
+    }
+    with pytest.raises(ConfigError, match="--retry-uninstallable goes with --resume"):
+        matrix(tmp_path, FixtureRunner({}), *args, "--retry-uninstallable")
+    again = FixtureRunner({})
+    rc, path = matrix(tmp_path, again, *args, "--resume")
+    assert again.pytest_runs == [] and load_matrix(path).row("1.2").status == "not installable"
+    rc, path = matrix(tmp_path, again, *args, "--resume", "--retry-uninstallable")
+    m = load_matrix(path)
+    assert rc == 0 and m.not_installable == {} and m.row("1.2").status == "pass"
+    assert len(again.pytest_runs) == 1  # the 1.2 slot only
