@@ -34,6 +34,7 @@ from specperf.release_watch.targets import Target
 from specperf.verdict import SUMMARY
 
 Say = Callable[[str], None]
+ENV_ERROR = "specperf env: error: "  # how specperf env create starts its one-line reason
 
 
 # --------------------------------------------------------------------------- releases
@@ -226,7 +227,8 @@ class Executor:
         if self.matrix.torch_build:
             cmd += ["--torch-build", self.matrix.torch_build]
         if self.runner(cmd, log) != 0:
-            self.matrix.not_installable[release] = _last_line(log)
+            why = _last_line(log).removeprefix(ENV_ERROR)
+            self.matrix.not_installable[release] = why
             self.save()
             return self.matrix.not_installable[release]
         self._made.add(release)
