@@ -16,7 +16,7 @@ from specperf.engines.vllm import VllmEngine
 from specperf.errors import ConfigError
 from specperf.release_watch import StaticVersions
 from specperf.release_watch.bisect import BISECT_FILE, CheckSpec
-from specperf.release_watch.commands import run_bisect_command
+from specperf.release_watch.commands import run_bisect_command, run_matrix_command
 from specperf.release_watch.matrix_model import MATRIX_FILE, load_matrix
 from tests.calibration.releases import COMPARE_URL
 from tests.unit.release_matrix_kit import (
@@ -130,8 +130,6 @@ def test_check_spec_and_the_vllm_compare_link() -> None:
 def test_bisect_starts_from_a_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A matrix over every other release shows MAL moving between 1.2 and 1.4; bisect with
     --matrix takes that pair and names 1.3: G B G, 1.3, two re-runs = 6 runs."""
-    from specperf.release_watch.commands import run_matrix_command
-
     suite = write_suite(tmp_path)
     step = {"1.3": MAL_STEP}
     argv = ["watch", "matrix", "--suite", str(suite), "--versions", "1.2,1.4"]

@@ -12,15 +12,18 @@ from pathlib import Path
 import pytest
 
 from specperf.cli import build_parser, main
+from specperf.config import DEFAULT_METRICS
 from specperf.errors import ConfigError
 from specperf.release_watch import StaticVersions
 from specperf.release_watch.commands import run_matrix_command
 from specperf.release_watch.matrix_judge import exact_verdict, judge_matrix
 from specperf.release_watch.matrix_model import MATRIX_FILE, load_matrix
 from specperf.release_watch.matrix_run import (
+    Executor,
     MatrixPlan,
     parse_versions,
     releases_between,
+    run_schedule,
     schedule,
 )
 from specperf.report.matrix import dependency_steps
@@ -195,8 +198,6 @@ def test_a_bad_matrix_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_exact_comparison_says_same_changed_or_fail() -> None:
-    from specperf.config import DEFAULT_METRICS
-
     pol = DEFAULT_METRICS[MAL]  # higher is better, tolerance 5 %
     assert exact_verdict(2.75, 2.75, pol, "r").status == "same"
     assert exact_verdict(2.74, 2.75, pol, "r").status == "changed"  # -0.4 %: below tolerance
@@ -209,8 +210,6 @@ def test_a_reference_that_disagrees_with_itself_is_not_compared_exactly(tmp_path
     """The reference's second run measures another MAL for one item: that row is "reference
     not repeatable" and its cells keep the verdict module's tolerance verdict; the other
     exact rows are still compared exactly."""
-    from specperf.release_watch.matrix_run import Executor, run_schedule
-
     table = {("1.0", 3): 3.0, ("1.0", 0): 3.05, ("1.1", 0): 3.04}
     runner = FixtureRunner(lambda v, n: table.get((v, n), table.get((v, 0))))
     plan = MatrixPlan(TARGET, "s", ["1.1"], "1.0", tmp_path / "m")
