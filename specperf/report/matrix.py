@@ -98,7 +98,8 @@ def releases_frame(m: Matrix) -> pd.DataFrame:
 
 def family_frame(m: Matrix, fam: str) -> pd.DataFrame:
     """Rows (item, metric) × one column per release, each cell ``cell_text``; a release
-    without cells (not installable, not run) says its status in every row."""
+    without cells (not installable, not run) says its status in every row. The last two rows
+    are the torch and transformers versions each release ran with."""
     cells = [c for c in m.cells if c.family == fam]
     if not cells:
         return pd.DataFrame()
@@ -116,6 +117,16 @@ def family_frame(m: Matrix, fam: str) -> pd.DataFrame:
                 row[rel] = status[rel]
             else:
                 row[rel] = "—"
+        rows.append(row)
+    stacks = {r.release: r.stack for r in m.rows}
+    for name in ("torch", "transformers"):  # a step beside a dependency change shows here
+        row = {"method": "(stack)", "metric": name}
+        for rel in m.releases:
+            st = stacks.get(rel)
+            val = getattr(st, name) if st else None
+            if val and name == "torch" and st and st.torch_build:
+                val += f" ({st.torch_build})"
+            row[rel] = val or "—"
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -26,7 +26,7 @@ from specperf.release_watch.matrix_run import (
     run_schedule,
     schedule,
 )
-from specperf.report.matrix import dependency_steps
+from specperf.report.matrix import dependency_steps, family_frame
 from tests.unit.release_matrix_kit import (
     FIXTURE_ITEM_KEY as KEY,
 )
@@ -260,6 +260,13 @@ def test_report_of_a_matrix_shows_each_family_and_the_dependency_change(
     md = (tmp_path / "r" / "report.md").read_text()
     assert "2.11.0+cpu (pinned)" in md and "2.13.0+cpu (pinned)" in md
     assert "FAIL -20.0%" in md  # the step, against the reference and the previous release
+    mal = family_frame(m, "mal")
+    torch = mal[mal["metric"] == "torch"].iloc[0]
+    assert [torch[r] for r in ("1.0", "1.1", "1.2")] == [
+        "2.11.0+cpu (pinned)",
+        "2.11.0+cpu (pinned)",
+        "2.13.0+cpu (pinned)",
+    ]
     assert dependency_steps(m) == [(2, "torch 2.11.0+cpu→2.13.0+cpu")]
     assert main(["report"]) == 2
     assert "give RESULTS_DIR... or --matrix" in capsys.readouterr().err
