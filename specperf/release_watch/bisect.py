@@ -5,7 +5,9 @@ bisect is a matrix whose reference is the good release, so its ``matrix.json`` h
 and cell; ``bisect.json`` holds the answer.
 
 Steps: the good release twice around the bad one (G B G: the bad release must show the change,
-and the good runs must agree with each other for an exact comparison); then one run per step
+and the good runs must agree with each other for an exact comparison; a check that may be
+decided by speed runs the good release a third time, so speed is judged against three passes);
+then one run per step
 (a speed check also re-runs the good release after each step, so the host's drift sits inside
 its spread); a release that cannot be installed is skipped and the next one nearest the middle
 is tried; at the end the last good and the first bad release are each run once more and must
@@ -30,7 +32,13 @@ from specperf import verdict
 from specperf.config import load_suite
 from specperf.engines import get_engine_class
 from specperf.errors import ConfigError, SpecperfError
-from specperf.release_watch.matrix_judge import Reference, is_exact, judge_matrix, judge_run
+from specperf.release_watch.matrix_judge import (
+    ENGINE_WIDE,
+    Reference,
+    is_exact,
+    judge_matrix,
+    judge_run,
+)
 from specperf.release_watch.matrix_model import MATRIX_FILE, Matrix, Run, Verdict
 from specperf.release_watch.matrix_run import (
     Executor,
@@ -297,6 +305,11 @@ class Bisector:
                 )
                 return res
             self._run(self.good)
+            ref = self._reference()
+            metrics = {k[1] for k in ref.values} | {ENGINE_WIDE}
+            self.spec = CheckSpec.parse(self.check, sorted(metrics))
+            if self.spec.speed:  # a third good pass: speed is judged at the pass level
+                self._run(self.good)
             bad, hits = self.shows(bad_run)
             if not bad:
                 res.status = "no change"

@@ -148,3 +148,19 @@ def test_bisect_starts_from_a_matrix(tmp_path: Path, capsys: pytest.CaptureFixtu
     ns = build_parser().parse_args([*argv, "output_tokens", "--results-dir", str(tmp_path / "c")])
     with pytest.raises(ConfigError, match="no release of the matrix changed"):
         run_bisect_command(ns, TARGET, SOURCE, {}, [], runner=runner)
+
+
+def test_a_speed_check_reruns_the_good_release_around_each_step(tmp_path: Path) -> None:
+    """The fixture item 20 % slower from 1.3 on, checked on tok/s: G B G G (three good passes
+    before the bad release is judged), then each step followed by a good run (1.2 G, 1.3 G),
+    then the two re-runs: 10 runs."""
+    runner = FixtureRunner({}, speed={"1.3": 0.8})
+    rc, res, _ = bisect(tmp_path, runner, "1.0", "1.4", "output_throughput_tok_s")
+    assert rc == 0, res
+    assert (res["status"], res["last_good"], res["first_bad"]) == ("found", "1.2", "1.3")
+    ran = [next(a for a in c if a.startswith("calib_version=")) for c in runner.pytest_runs]
+    assert [r.split("=")[1] for r in ran] == [
+        "1.0", "1.4", "1.0", "1.0", "1.2", "1.0", "1.3", "1.0", "1.2", "1.3",
+    ]  # fmt: skip
+    assert res["runs"] == 10
+    assert any("output_throughput_tok_s fail -20.0%" in e for e in res["evidence"])
