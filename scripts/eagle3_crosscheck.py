@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MAL_TOLERANCE = 0.03  # issue 5: vLLM's MAL within 3 % of ours
+MAL_TOLERANCE = 0.03  # the check: vLLM's MAL within 3 % of ours
 K = 3
 MAX_TOKENS = 64
 

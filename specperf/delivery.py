@@ -2,8 +2,8 @@
 
 Why: TTFT/TPOT/ITL are measured at the client. When the server's frontend (or our client) falls
 behind, the engine's chunks queue in a buffer and arrive together; the client then times the
-delivery, not the decoding (issue 15: 64 chunks within 0.3 ms, 180 ms after sending, reported
-as a TPOT of 0.005 ms). Such an item must say so instead of passing or failing latency gates.
+delivery, not the decoding (e.g. 64 chunks within 0.3 ms, 180 ms after sending, reported as a
+TPOT of 0.005 ms). Such an item must say so instead of passing or failing latency gates.
 
 What counts as a burst, per request: consecutive content chunks less than ``BURST_GAP_S`` apart.
 No engine makes two decode/verify steps for one request that fast (a step is at least a forward

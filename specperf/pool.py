@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from specperf.engines import get_engine_class
 from specperf.engines.base import Devices, Engine, EngineSpec
-from specperf.errors import ConfigError, EngineStartError
+from specperf.errors import ConfigError, EngineStartError, UnsupportedError
 from specperf.fileio import append_jsonl, read_jsonl, runtime_dir
 
 START_LOG = "engine-starts.jsonl"
@@ -250,7 +250,11 @@ class EnginePool:
             with contextlib.suppress(Exception):
                 engine.stop()
             self._log("start_failed", spec, None, time.monotonic() - t0, error=str(exc)[:500])
-            if isinstance(exc, EngineStartError | KeyboardInterrupt | SystemExit):
+            # UnsupportedError: the engine refused the spec before starting (e.g. a method its
+            # release lacks); it stays a skip (NOT EVALUATED), not a failed start
+            if isinstance(
+                exc, EngineStartError | UnsupportedError | KeyboardInterrupt | SystemExit
+            ):
                 raise
             raise EngineStartError(f"{spec.label} ({spec.method}): {exc}") from exc
         self.engine, self.spec = engine, spec

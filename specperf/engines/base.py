@@ -122,6 +122,8 @@ class EngineRecord:
     pid: int | None = None
     log_path: str | None = None
     notes: list[str] = field(default_factory=list)
+    # the `specperf env` the engine ran from (release, torch build, versions); None otherwise
+    env: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

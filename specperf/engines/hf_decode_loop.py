@@ -1,10 +1,9 @@
 """Native greedy decoding of one request without ``generate()``'s per-token host work.
 
-Why (issue 13): on the H200 a native token of the Qwen3-8B shape took ~9.4 ms through
-``generate()`` while reading the weights takes ~3.4 ms. The rest is the host: generate's Python
-per token, and a sync per token that leaves the GPU idle while the host works. The host's speed
-wanders from minute to minute and from host to host, so the engine's starts differed by 4 % and
-its runs by 3 %: a 10 % slowdown stayed inside that noise (docs/baselines.md).
+Why: on a fast GPU most of a native token's time through ``generate()`` is the host's, not the
+GPU's: generate's Python per token, and a sync per token that leaves the GPU idle while the host
+works. The host's speed wanders from minute to minute and from host to host, and with it the
+engine's speed, so a small slowdown of the engine hides in that noise.
 
 This loop calls the same compiled decode step ``generate()`` uses, takes the argmax on the
 device and queues the next step before it waits for the previous token (``depth`` 2), so the GPU

@@ -24,6 +24,7 @@ from specperf.engines.process import (
     free_port,
     redact_command,
 )
+from specperf.environment.record import engine_env_record
 from specperf.errors import ConfigError, EngineStartError
 from specperf.placement import Placement
 from specperf.placement import apply as apply_placement
@@ -158,6 +159,12 @@ class ServerEngine(Engine):
     def _make_record(self) -> EngineRecord:
         server = self.server
         facts = self.record_facts(self._client is not None and self.is_alive())
+        env = None if self.spec.image else engine_env_record(self.spec.python)
+        if env and env.get("torch_build") not in (None, "pinned"):
+            facts.notes.append(
+                f"engine env {env.get('name')}: torch {(env.get('versions') or {}).get('torch')}"
+                f" is the {env['torch_build']} build, not the pinned {env.get('torch_pin')}"
+            )
         return EngineRecord(
             kind=self.kind,
             label=self.spec.label,
@@ -168,6 +175,7 @@ class ServerEngine(Engine):
             pid=server.pid if server else None,
             log_path=str(server.log_path) if server else None,
             notes=[*facts.notes, *self._placement_notes()],
+            env=env,
         )
 
     def _placement_notes(self) -> list[str]:

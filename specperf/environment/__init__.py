@@ -7,7 +7,8 @@ L40S (or SXM and NVL) baselines apart; the sampler shows a GPU that throttled or
 during a run, which would otherwise read as an engine regression.
 
 One job per module: ``names`` (slugs), ``host`` (CPU model, flags, ISA class, CPU profile),
-``nvml`` (GPU inventory, MIG slices), ``record`` (``hardware_profile``, ``environment_record``),
+``nvml`` (GPU inventory, MIG slices), ``record`` (``hardware_profile``, ``environment_record``,
+``engine_env_record``),
 ``sampler`` (``GpuSampler``). Every name stays importable from ``specperf.environment``; a test
 that replaces a function patches the module that calls it (``environment.host.cpu_model``).
 """
@@ -40,6 +41,7 @@ from specperf.environment.nvml import (
     visible_gpus,
 )
 from specperf.environment.record import (
+    engine_env_record,
     environment_record,
     git_commit,
     hardware_profile,
@@ -71,6 +73,7 @@ __all__ = [
     "cpu_slug",
     "cpu_vendor",
     "decode_throttle",
+    "engine_env_record",
     "engine_pids",
     "environment_record",
     "git_commit",

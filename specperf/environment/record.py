@@ -108,3 +108,44 @@ def environment_record(
         "gpu_driver": inventory[0]["driver"] if inventory else None,
     }
     return record
+
+
+# ---------------------------------------------------------------- engine env record
+
+# the marker fields a run summary carries (environment.engine.env): which release, which torch
+ENGINE_ENV_FIELDS = (
+    "name",
+    "requirement",
+    "torch_build",
+    "torch_build_requested",
+    "torch_pin",
+    "versions",
+    "python_version",
+    "recipe_digest",
+    "pip_freeze_sha256",
+    "yanked",
+    "notes",
+)
+
+
+def engine_env_record(python: str | Path | None) -> dict[str, Any] | None:
+    """What a run's engine env says about itself (its ``specperf env`` marker, beside the
+    python: ``<env>/bin/python`` → ``<env>/specperf-env.json``): release, torch build
+    (``pinned``, or ``generic`` where ``--torch-build generic`` replaced the pinned build) and
+    versions. None for a python that is no specperf env. Reads one file; no network."""
+    import json
+
+    if not python:
+        return None
+    env_dir = Path(python).parent.parent  # not resolved: a venv's python is a link
+    try:
+        marker = json.loads((env_dir / "specperf-env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict):
+        return None
+    out = {k: marker.get(k) for k in ENGINE_ENV_FIELDS if k in marker}
+    out.setdefault("torch_build", None)
+    release = marker.get("release") if isinstance(marker.get("release"), dict) else {}
+    out["release_url"] = release.get("url")
+    return out

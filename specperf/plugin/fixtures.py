@@ -38,7 +38,7 @@ class SpecperfFixture:
             with watch_engine_starts(self.session, item):
                 run = self.session.measure(item, wrap=wrap)
         except UnsupportedError as exc:
-            pytest.skip(f"not supported by this engine: {exc}")
+            pytest.skip(f"NOT EVALUATED: not supported by this engine: {exc}")
         except EngineStartError as exc:
             pytest.fail(f"engine did not start: {exc}", pytrace=False)
         except SpecperfError as exc:

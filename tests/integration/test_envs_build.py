@@ -11,7 +11,7 @@ import pytest
 
 from specperf import envs
 from specperf.cli import main as cli_main
-from specperf.envs import python_path, recipe_for
+from specperf.envs import EnvInstallError, create, python_path, recipe_for
 from tests.unit.test_envs import FAKE_KIND, fake_engine  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -41,3 +41,17 @@ def test_create_builds_verifies_marks_and_reuses(
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(python)
     assert cli_main(["env", "list"]) == 0
     assert "fakeeng-1.0" in capsys.readouterr().out
+
+
+def test_uninstallable_release_fails_in_one_line_and_leaves_nothing(
+    fake_engine: dict[str, object],  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    fake_engine["install"] = "specperf_fakepkg==9.9"  # no such wheel in the local find-links
+    with pytest.raises(EnvInstallError) as exc:
+        create(f"{FAKE_KIND}==2.0")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(f"{FAKE_KIND}==2.0: cannot be installed: install: ")
+    assert "no distribution of specperf_fakepkg==9.9" in msg and "needed by fakeeng==2.0" in msg
+    assert not (tmp_path / "envs" / "fakeeng-2.0").exists()
+    assert "(log " in msg and (tmp_path / "envs" / "fakeeng-2.0.install.log").exists()

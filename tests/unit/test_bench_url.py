@@ -1,4 +1,4 @@
-"""`specperf bench --url` (issue 15, item 4): the engine is told by the counter names on
+"""`specperf bench --url`: the engine is told by the counter names on
 /metrics (vLLM or SGLang), /version is only a hint; a refused connection says "refused"; the
 summary counts what was run; a run where nothing completed prints no table of dashes."""
 

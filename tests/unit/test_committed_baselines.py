@@ -110,7 +110,7 @@ def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) ->
     scripts/gpu_run.py writes (random weights: the fingerprint holds the configs' content
     digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
     Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
-    would leave the file stale fails here (re-make it: docs/transformers.md, issue 14 part 2)."""
+    would leave the file stale fails here (re-make it: docs/transformers.md, "The GPU suite")."""
     fps, items = _h200_suite_fingerprints(gpu_run, tmp_path)
     bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h200x1.json")
     assert bf.hardware_profile == "nvidia-h200x1"
@@ -124,7 +124,7 @@ def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) ->
             assert len(m.starts or []) >= 3, name
             assert len({s.get("gpu_uuid") for s in m.starts or []}) >= 2, name
         # its speed gate is armed (starts from the item's min_baseline_days and enough
-        # passes), so a check run's tok/s is judged, never "not evaluated" (issue 13)
+        # passes), so a check run's tok/s is judged, never "not evaluated"
         days = items[key].workload.min_baseline_days
         assert speed_baseline_short({}, entry, "output_throughput_tok_s", days) is None, key
     assert set(fps) == set(bf.entries)
@@ -136,9 +136,9 @@ def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) ->
 
 def test_h100_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) -> None:
     """baselines/nvidia-h100-80gb-hbm3x1.json: the decode-loop item only, update passes from
-    five H100 hosts on two UTC days (2026-12-05 from session 27, 2026-12-06 from session 32;
-    docs/baselines.md). Its entries must match the suite as the H200 file's do, and its speed gate
-    is armed: a check run's tok/s on an H100 is judged, never "not evaluated" (issue 13). The
+    five H100 hosts on two UTC days (docs/baselines.md). Its entries must match the suite as the
+    H200 file's do, and its speed gate is armed: a check run's tok/s on an H100 is judged, never
+    "not evaluated". The
     product's rule is checked both ways: armed exactly when the starts span the item's days."""
     fps, items = _h200_suite_fingerprints(gpu_run, tmp_path)
     bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h100-80gb-hbm3x1.json")

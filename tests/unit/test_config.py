@@ -429,7 +429,7 @@ def test_l40_floor_applies_only_to_the_seed_workload():
 
 
 def test_every_engine_spec_field_is_fingerprinted_or_left_out_on_purpose():
-    """Issue 13, item 5: every server-shape field is in the fingerprint. A field added to
+    """Every server-shape field is in the fingerprint. A field added to
     EngineSpec must be put in it or named here with why; changing any fingerprinted field
     changes the fingerprint (and so makes a baseline entry stale)."""
     import dataclasses

@@ -1,4 +1,4 @@
-"""Delivery artefacts (issue 15, item 1): bursts are flagged, engine-side chunking is not.
+"""Delivery artefacts: bursts are flagged, engine-side chunking is not.
 
 The positive case is the calibration server writing a request's chunks in one burst (made on
 schedule, handed to the socket together); the negative controls are its normal schedule, with
@@ -51,7 +51,7 @@ def test_paced_chunks_are_not_a_burst():
 
 
 def test_all_chunks_in_one_read_is_a_burst():
-    # issue 15: 64 chunks within 0.3 ms, 180 ms after sending
+    # 64 chunks within 0.3 ms, 180 ms after sending
     d = request_bursts(burst(64))
     assert d["burst"] and d["burst_gap_share"] == 1.0 and d["largest_burst_share"] == 1.0
 

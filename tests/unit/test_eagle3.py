@@ -256,7 +256,7 @@ def test_sampler_is_reproducible_with_a_seed() -> None:
     assert a == b
 
 
-# ---------------------------------------------------------------- issue 14: fewer launches/syncs
+# ---------------------------------------------------------------- fewer launches/syncs
 
 
 def test_rope_rows_equal_rope_of_the_same_positions() -> None:

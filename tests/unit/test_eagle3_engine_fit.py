@@ -1,4 +1,4 @@
-"""The engine-path EAGLE3 fit (issue 14 part 2): the GPU suite's head is distilled on the served
+"""The engine-path EAGLE3 fit: the GPU suite's head is distilled on the served
 path's own greedy tokens and aux rows. Checked here on CPU: the loss the GPU uses equals
 F.cross_entropy, collected aux rows sit at the positions they describe (also when drafts are
 accepted), the plan is the suite's measured prompts, the recipe digest names what the head is

@@ -1,6 +1,6 @@
 """EAGLE3 is lossless: at temperature 0 in fp32 on CPU our speculative decoding emits exactly
 the tokens of native greedy decoding (transformers' ``generate``), whatever the drafts are,
-and counts acceptance exactly (issue 5). The tiny random-weight target from testmodels."""
+and counts acceptance exactly. The tiny random-weight target from testmodels."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_acceptance_is_counted_exactly(tiny: Any, wrong: int | None, accepted: i
 
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_runner_length_is_the_cache_length(tiny: Any, cache: str) -> None:
-    """The host-side length (issue 14: no .item() per step) follows the cache's own count."""
+    """The host-side length (no .item() per step) follows the cache's own count."""
     model, _tok, head = tiny
     runner = TargetRunner(model, aux_layer_ids=head.cfg.aux_layer_ids, cache=cache, max_len=128)
     for _ in range(2):  # the second request reuses the static cache (reset)

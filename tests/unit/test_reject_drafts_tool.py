@@ -1,8 +1,8 @@
 """tests/tools/reject_drafts, the test-only "accepts fewer tokens" regression behind the MAL
-proofs ((c) of docs/baselines.md): on the transformers engine's EAGLE3 path it must lower the
-accepted drafts by about the share asked, keep greedy output identical, be seeded (two runs, one
-answer), and do nothing when the variable is unset. Each case runs in a fresh interpreter,
-because the tool is a ``sitecustomize`` read at start-up."""
+proofs (benchmarks/verdict_proofs.py --condition reject): on the transformers engine's EAGLE3
+path it must lower the accepted drafts by about the share asked, keep greedy output identical,
+be seeded (two runs, one answer), and do nothing when the variable is unset. Each case runs in a
+fresh interpreter, because the tool is a ``sitecustomize`` read at start-up."""
 
 from __future__ import annotations
 

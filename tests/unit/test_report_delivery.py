@@ -1,4 +1,4 @@
-"""The report's item section says which items were delivery-bound (issue 15), with the reason."""
+"""The report's item section says which items were delivery-bound, with the reason."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def test_measure_writes_summary_and_records_in_send_order(tmp_path, monkeypatch)
     assert read_summary(tmp_path) == json.loads(json.dumps(s))
     assert s["dataset"] == "toy" and s["dataset_version"] == "abc" and s["tier"] == "smoke"
     assert s["engine"] == "calibration" and s["engine_version"] == "0.0.0+calibration"
-    env = s["environment"]  # what was given, plus placement, load and transport (issue 15)
+    env = s["environment"]  # what was given, plus placement, load and transport
     assert env["cpu"] == "x" and s["topology"] == {"k": 2}
     assert set(env) == {"cpu", "placement", "load", "http_transport"}
     assert env["placement"]["engine"] is None and env["placement"]["client"]["pinned"] is False

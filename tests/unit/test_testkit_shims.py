@@ -1,6 +1,6 @@
 """The test-model and head-fitting tooling lives in specperf.testkit; its old homes
 (specperf.testmodels, specperf.eagle3.fit) re-export every public name as the same object and
-still run as ``python -m`` (issue 17)."""
+still run as ``python -m``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""benchmarks/throttle_engine.py, the test-only slowdown behind the verdict proofs: it must find
+"""tests/tools/throttle_engine.py, the test-only slowdown behind the verdict proofs: it must find
 the engines a process started (by their pidfile and by their command line), stop them the share of
 the time it was asked, report what it did, and leave every group running when it ends.
 
 A throttle that silently finds nothing turns a "the verdict sees a slowdown" proof into a
-measurement of an unchanged engine (CI, 2026-12-02: 60 % share, tok/s −10.6 % like the unchanged
-run's −10.3 %); these tests make that a failure of the throttle, not of the verdict."""
+measurement of an unchanged engine (a 60 % share that reached nothing read −10.6 %, like the
+unchanged run's −10.3 %); these tests make that a failure of the throttle, not of the verdict."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-THROTTLE = ROOT / "benchmarks" / "throttle_engine.py"
+THROTTLE = ROOT / "tests" / "tools" / "throttle_engine.py"
 BUSY = "import time\nwhile True:\n    time.sleep(0) or sum(range(1000))\n"
 
 
@@ -138,12 +138,9 @@ def test_after_ready_holds_an_engine_only_once_its_health_answers(tmp_path):
 
 
 def _record():
-    """The throttle's module (a script, not a package) and a fresh group record of it."""
-    sys.path.insert(0, str(THROTTLE.parent))
-    try:
-        import throttle_engine
-    finally:
-        sys.path.remove(str(THROTTLE.parent))
+    """The throttle's module and a fresh group record of it."""
+    from tests.tools import throttle_engine
+
     return throttle_engine, throttle_engine.GroupRecord(first_seen_s=0.0)
 
 

@@ -31,7 +31,13 @@ def test_an_engine_env_tmpdir_is_left_alone() -> None:
 
 
 def test_launch_plan_carries_it(tmp_path: Path) -> None:
-    spec = EngineSpec(kind="vllm", label="v", model="m", python="/usr/bin/python3")
+    spec = EngineSpec(
+        kind="vllm",
+        label="v",
+        model="m",
+        python="/usr/bin/python3",
+        options=(("parser_check", False),),  # no vllm in that python
+    )
     plan = VllmEngine(spec, Devices(), tmp_path).launch_plan(30123)
     own = Path(plan.env["TMPDIR"])
     assert list(plan.cleanup) == [["rm", "-rf", "--", str(own)]]

@@ -59,7 +59,7 @@ PARSER_PINS["0.5.2"] = _pins(
     typing-inspection==0.4.5 typing_extensions==4.16.0 urllib3==2.8.0 wcwidth==0.9.4
     yarl==1.25.1"""
 )
-# the release the parser pins were last resolved for (unknown versions reuse them)
+# the release the parser pins were last resolved for (newer releases take its closure)
 LATEST_PINNED = "0.5.23"
 # Verify = SGLang's own parser on an EAGLE3 command for a local config-only model (0.5.2
 # resolves its arguments while parsing and reads the model config: no hub, no weights).
@@ -91,14 +91,37 @@ print("sglang parser ok")
 """
 
 
-def env_recipe(requirement: str) -> Any:
-    """Recipe for ``specperf env create sglang==X``: the parser env (see above)."""
-    from specperf.envs import EnvRecipe, parse_requirement
+def env_recipe(requirement: str, release: Any = None, torch_build: str = "pinned") -> Any:
+    """Recipe for ``specperf env create sglang==X``: the parser env (see above).
+
+    From the release's own metadata: its Requires-Python (checked), and the exact pins it states
+    for the parser closure's packages (e.g. 0.5.2's ``transformers==4.56.1``), which replace the
+    closure's versions. PARSER_PINS (hand-resolved closures) override for the releases it names;
+    any other release takes the closure of the nearest named release at or below it (else the
+    latest). torch and triton stay the CPU builds on this machine's disk whatever the release
+    pins (its CUDA torch is not needed to parse); that pin goes to the notes."""
+    from specperf.envs import EnvInstallError, EnvRecipe, parse_requirement
 
     dist, version = parse_requirement(requirement)
     if dist != "sglang":
         raise ConfigError(f"{requirement}: the sglang recipe knows sglang==X")
-    pins = PARSER_PINS.get(version, PARSER_PINS[LATEST_PINNED])
+    problem = release.python_ok() if release is not None else None
+    if problem:
+        raise EnvInstallError(requirement, problem)
+    notes: list[str] = []
+    if version in PARSER_PINS:
+        pins = PARSER_PINS[version]
+    else:
+        closure = closure_for(version)
+        pins, changed = _release_pins(PARSER_PINS[closure], release)
+        notes.append(
+            f"parser closure of sglang {closure}"
+            + (f", with the release's own pins {' '.join(changed)}" if changed else "")
+        )
+    # the parser env's torch is never the release's: its pin goes to the notes, not torch_pin
+    release_torch = release.pin("torch", SGLANG_EXTRAS) if release is not None else None
+    if release_torch:
+        notes.append(f"torch: the CPU build on disk (the release pins torch=={release_torch})")
     return EnvRecipe(
         kind=KIND,
         requirement=requirement,
@@ -106,7 +129,43 @@ def env_recipe(requirement: str) -> Any:
         install=("--no-deps", f"sglang=={version}", *pins),
         verify=_ENV_VERIFY_SCRIPT,
         versions=("sglang", "torch", "triton", "transformers"),
+        notes=tuple(notes),
+        disk_gb=3.0,
     )
+
+
+# extras whose requirements a served sglang installs (older releases keep their pins there)
+SGLANG_EXTRAS = ("srt", "runtime-common")
+# kept from this machine's disk whatever the release pins (the parser never runs a kernel)
+_DISK_BUILDS = {"torch", "triton"}
+
+
+def closure_for(version: str) -> str:
+    """The PARSER_PINS release whose closure ``version`` takes: the nearest at or below it."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+        below = [k for k in PARSER_PINS if Version(k) <= v]
+    except InvalidVersion:
+        return LATEST_PINNED
+    return max(below, key=Version) if below else LATEST_PINNED
+
+
+def _release_pins(pins: tuple[str, ...], release: Any) -> tuple[tuple[str, ...], list[str]]:
+    """``pins`` with each version the release itself pins exactly (markers evaluated here)."""
+    if release is None:
+        return pins, []
+    out, changed = [], []
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        own = None if name.lower() in _DISK_BUILDS else release.pin(name, SGLANG_EXTRAS)
+        if own and own != version:
+            out.append(f"{name}=={own}")
+            changed.append(f"{name}=={own}")
+        else:
+            out.append(pin)
+    return tuple(out), changed
 
 
 def parse_check_script() -> str:

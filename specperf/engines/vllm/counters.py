@@ -22,14 +22,28 @@ _EXTRA_SAMPLES = {
     "vllm:num_preemptions_total": "num_preemptions",
     "vllm:request_success_total": "request_success",
 }
+# Older names, read only where the current name is absent (versions.py: the V1 engine exports
+# vllm:gpu_prefix_cache_* up to 0.11.2 and vllm:prefix_cache_* from 0.9.2)
+_FALLBACK_SAMPLES = {
+    "vllm:gpu_prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:gpu_prefix_cache_hits_total": "prefix_cache_hits",
+}
+# The V0 engine (CPU before 0.9.1) counts no drafts; each verified step of one request emits its
+# accepted tokens plus one (the bonus or the recovered token), so drafts = emitted − accepted
+# (vllm/model_executor/layers/spec_decode_base_sampler.py: num_emitted_tokens counts the
+# output tokens that are not -1).
+_V0_EMITTED = "vllm:spec_decode_num_emitted_tokens_total"
 
 
 def parse_metrics(text: str) -> Counters:
     """vLLM ``/metrics`` text → Counters: ``_total`` samples only (``_created`` skipped),
-    summed over the ``engine`` label (DP ranks), per-position by ``position``."""
+    summed over the ``engine`` label (DP ranks), per-position by ``position``. Releases that
+    use older names (versions.py) are read too: ``vllm:gpu_prefix_cache_*`` where
+    ``vllm:prefix_cache_*`` is absent, and the V0 engine's drafts from its emitted tokens."""
     from prometheus_client.parser import text_string_to_metric_families
 
     sums: dict[str, float] = {}
+    fallback: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     extra: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -46,6 +60,17 @@ def parse_metrics(text: str) -> Counters:
             elif name in _EXTRA_SAMPLES:
                 key = _EXTRA_SAMPLES[name]
                 extra[key] = extra.get(key, 0.0) + float(sample.value)
+            elif name in _FALLBACK_SAMPLES:
+                key = _FALLBACK_SAMPLES[name]
+                fallback[key] = fallback.get(key, 0.0) + float(sample.value)
+            elif name == _V0_EMITTED:
+                extra["v0_emitted_tokens"] = extra.get("v0_emitted_tokens", 0.0) + float(
+                    sample.value
+                )
+    for key, value in fallback.items():
+        sums.setdefault(key, value)
+    if "drafts" not in sums and "v0_emitted_tokens" in extra and "accepted_tokens" in sums:
+        sums["drafts"] = extra["v0_emitted_tokens"] - sums["accepted_tokens"]
     positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else None
     return Counters(
         drafts=sums.get("drafts"),

@@ -9,13 +9,13 @@ without it is untouched. Targets:
 
 - ``vllm.v1.sample.rejection_sampler``: vLLM's ``RejectionSampler.forward`` (every method);
 - ``specperf.eagle3.speculate``: the transformers engine's ``Eagle3Speculator._draft`` (its
-  EAGLE3 path, the one the H200 check pass measures).
+  EAGLE3 path, the one the GPU suite's check pass measures).
 
 At temperature 0 a replaced draft is simply rejected (the target's token is kept), so outputs
 stay lossless: only the number of accepted tokens per verify step falls — exactly the regression
 "a release that makes EAGLE3 accept fewer tokens" looks like. Never on a production engine: it
-exists for docs/baselines.md's "(c)" proof (``benchmarks/verdict_proofs.py``,
-``scripts/gpu_run.py`` with the variables set).
+exists to prove that the verdict sees a MAL drop (``benchmarks/verdict_proofs.py --condition
+reject``, ``scripts/gpu_run.py`` with the variables set).
 """
 
 from __future__ import annotations
