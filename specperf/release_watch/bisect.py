@@ -89,7 +89,7 @@ class CheckSpec:
 
 class BisectStep(BaseModel):
     release: str
-    status: str  # good | bad | not installable | failed
+    status: str  # good | bad | not installable | not evaluated
     reason: str = ""
 
 
@@ -105,7 +105,8 @@ class BisectResult(BaseModel):
     status: str  # found | interval | not confirmed | no change | error
     last_good: str | None = None
     first_bad: str | None = None
-    skipped: list[str] = Field(default_factory=list)  # not installable, inside the answer
+    # not installable (or nothing evaluated), inside the answer
+    skipped: list[str] = Field(default_factory=list)
     runs: int = 0  # suite runs the bisect needed
     steps: list[BisectStep] = Field(default_factory=list)
     evidence: list[str] = Field(default_factory=list)  # the first bad release's cells
@@ -268,11 +269,12 @@ class Bisector:
 
     def _step(self, release: str) -> bool | None:
         """Run ``release``; True: it shows the change, False: it does not, None: not
-        installable."""
+        installable, or nothing of it could be evaluated (skipped like an uninstallable one)."""
         run = self._run(release)
-        if run.status == "not_installable":
+        if run.status in ("not_installable", "not_evaluated"):
+            state = run.status.replace("_", " ")
             self.result.steps.append(
-                BisectStep(release=release, status="not installable", reason=run.reason or "")
+                BisectStep(release=release, status=state, reason=run.reason or "")
             )
             return None
         if self.spec is not None and self.spec.speed:
@@ -292,18 +294,14 @@ class Bisector:
         res = self.result
         pkg = self.target.package
         try:
-            good1 = self._run(self.good)
-            if good1.status == "not_installable":
-                res.message = (
-                    f"the good release {pkg} {self.good} is not installable: {good1.reason}"
-                )
-                return res
-            bad_run = self._run(self.bad)
-            if bad_run.status == "not_installable":
-                res.message = (
-                    f"the bad release {pkg} {self.bad} is not installable: {bad_run.reason}"
-                )
-                return res
+            for which, release in (("good", self.good), ("bad", self.bad)):
+                run = self._run(release)
+                if run.status in ("not_installable", "not_evaluated"):
+                    state = run.status.replace("_", " ")
+                    res.message = f"the {which} release {pkg} {release} is {state}: {run.reason}"
+                    return res
+                if which == "bad":
+                    bad_run = run
             self._run(self.good)
             ref = self._reference()
             metrics = {k[1] for k in ref.values} | {ENGINE_WIDE}
@@ -359,7 +357,7 @@ class Bisector:
                 res.message = (
                     f"{self.check!r} changed after {pkg} {last_good}, by {first_bad}: the first "
                     f"bad release is one of {', '.join(res.skipped)}, {first_bad} "
-                    f"({', '.join(res.skipped)} could not be installed)"
+                    f"({', '.join(res.skipped)} could not be installed or evaluated)"
                 )
             else:
                 res.status = "found"

@@ -37,7 +37,7 @@ from specperf.release_watch.matrix_model import (
     Stack,
     Verdict,
 )
-from specperf.release_watch.matrix_run import has_results
+from specperf.release_watch.matrix_run import has_results, start_failures
 from specperf.verdict import ENGINE_WIDE_RULE, EPS, Check, ItemResult
 
 MAL = "mean_acceptance_length"
@@ -268,15 +268,18 @@ def judge_run(ref: Reference, run_dir: Path) -> tuple[dict[tuple[str, str], Verd
             )
         else:
             out[k] = exact_verdict(statistics.median(vals), base, ref.policies.get(k[1]), ref.label)
+    refused = start_failures(run_dir)
     for key in {k[0] for k in ref.values} - set(results) - {k[0] for k in values}:
         if key.startswith("engine "):
             continue
+        method = ItemKey.parse(key).method
+        why = f"NOT EVALUATED: {refused[method]}" if method in refused else ""
         for k in [k for k in ref.values if k[0] == key]:
             out[k] = Verdict(
                 status="not_evaluated",
                 against=ref.label,
                 method="none",
-                reason="not measured by this release's run",
+                reason=why or "not measured by this release's run",
             )
     return out, values
 
@@ -333,9 +336,11 @@ def judge_matrix(m: Matrix) -> Reference | None:
             row.status, row.reason = "not installable", m.not_installable[rel]
             continue
         if not done:
-            failed = [r for r in m.runs_of(rel) if r.status == "failed"]
-            if failed:
-                row.status, row.reason = "failed", failed[0].reason or ""
+            for status in ("not_evaluated", "failed"):
+                runs = [r for r in m.runs_of(rel) if r.status == status]
+                if runs:
+                    row.status, row.reason = status.replace("_", " "), runs[0].reason or ""
+                    break
             continue
         row.stack = _stack(verdict.load_results([Path(done[0].results_dir)]))
         for r in done:

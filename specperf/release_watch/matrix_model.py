@@ -5,8 +5,10 @@ else.
 
 Statuses of a run: ``pending`` (planned), ``done`` (pytest ran; its results directory holds
 what it measured), ``failed`` (pytest exited with an error and wrote no item result),
-``not_installable`` (``specperf env create`` refused the release; ``reason`` says why) and
-``interrupted`` (Ctrl-C or a crash during the run: ``--resume`` runs it again).
+``not_installable`` (``specperf env create`` refused the release; ``reason`` says why),
+``not_evaluated`` (pytest ran and every item was skipped as NOT EVALUATED, e.g. the release
+lacks the method; ``reason`` holds the engine's first refusal) and ``interrupted`` (Ctrl-C or
+a crash during the run: ``--resume`` runs it again).
 
 Verdict statuses of a cell: ``same`` (an exact metric identical to the comparand's), ``changed``
 (an exact metric differs, within the suite's tolerance or in the good direction), ``pass``,
@@ -31,7 +33,7 @@ from specperf.validation import validate
 MATRIX_FILE = "matrix.json"
 SCHEMA = 1
 
-RunStatus = Literal["pending", "done", "failed", "not_installable", "interrupted"]
+RunStatus = Literal["pending", "done", "failed", "not_installable", "not_evaluated", "interrupted"]
 Role = Literal["reference", "candidate"]
 
 # metric family -> its title; the order of the report's tables
@@ -111,7 +113,8 @@ class ReleaseRow(_Model):
 
     release: str
     role: Role
-    status: str  # pass | changed | regression | not installable | not run | failed | reference
+    # pass | changed | regression | not installable | not evaluated | not run | failed | reference
+    status: str
     reason: str = ""
     stack: Stack | None = None
     runs: int = 0  # finished runs of this release

@@ -22,6 +22,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from specperf.errors import ConfigError, SpecperfError
+from specperf.fileio import read_jsonl
+from specperf.pool import START_LOG
 from specperf.release_watch.matrix_model import (
     MATRIX_FILE,
     Matrix,
@@ -195,6 +197,19 @@ def has_results(run_dir: Path | str) -> bool:
     return Path(run_dir).is_dir() and any(Path(run_dir).rglob(SUMMARY))
 
 
+def start_failures(run_dir: Path | str) -> dict[str, str]:
+    """method -> why its engine did not start, from the run's ``engine-starts.jsonl`` (a
+    method the release lacks is refused there, and its items are skipped as NOT EVALUATED)."""
+    path = Path(run_dir) / START_LOG
+    if not path.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for ev in read_jsonl(path, skip_bad=True):
+        if isinstance(ev, dict) and ev.get("event") == "start_failed":
+            out.setdefault(str(ev.get("method")), str(ev.get("error") or "no reason recorded"))
+    return out
+
+
 @dataclass
 class Executor:
     """Runs one scheduled run at a time for a matrix (``specperf watch matrix`` and ``bisect``
@@ -284,13 +299,20 @@ class Executor:
             self.save()
             raise
         run.wall_s, run.finished, run.exit_code = self.clock() - t0, now_iso(), rc
+        refused = start_failures(out)
+        first = next(iter(refused.items()), None)
+        why = f"{first[0]}: {first[1]}" if first else None
         if has_results(out):
             run.status = "done"
             run.reason = None if rc in (0, 1) else f"pytest exit code {rc} (see the run's log)"
+        elif rc == 0 and why:  # every selected item skipped: the engine refused each method
+            run.status, run.reason = "not_evaluated", f"NOT EVALUATED: {why}"
         else:
             run.status = "failed"
             log = f"logs/run-{run.index:02d}.log"
             run.reason = f"pytest exit code {rc}, no item results (see {log})"
+            if why:
+                run.reason += f"; engine not started: {why}"
         self.save()
 
 
@@ -301,7 +323,7 @@ def run_schedule(ex: Executor) -> None:
     m = ex.matrix
     total = len(m.runs)
     for run in m.runs:
-        if run.status in ("done", "failed", "not_installable"):
+        if run.status in ("done", "failed", "not_installable", "not_evaluated"):
             continue
         label = f"[{run.index}/{total}] {m.package} {run.release} ({run.role})"
         ex.say(f"{label} …")
@@ -310,9 +332,11 @@ def run_schedule(ex: Executor) -> None:
             raise SpecperfError(
                 f"the reference {m.package} {run.release} is not installable: {run.reason}"
             )
-        if run.status in ("done", "failed"):
+        if run.status in ("done", "failed", "not_evaluated"):
             timed = [r.wall_s for r in m.runs if r.wall_s is not None and r.status != "interrupted"]
             left = sum(1 for r in m.runs if r.status in ("pending", "interrupted"))
             eta = _duration(sum(timed) / len(timed) * left) if timed and left else "0m00s"
-            state = "done" if run.status == "done" else f"FAILED ({run.reason})"
+            state = {"done": "done", "not_evaluated": run.reason}.get(
+                run.status, f"FAILED ({run.reason})"
+            )
             ex.say(f"{label} {state} in {_duration(run.wall_s or 0)}; {left} left, ETA {eta}")

@@ -113,7 +113,7 @@ def family_frame(m: Matrix, fam: str) -> pd.DataFrame:
         for rel in m.releases:
             if rel in per:
                 row[rel] = per[rel]
-            elif status.get(rel) in ("not installable", "not run", "failed"):
+            elif status.get(rel) in ("not installable", "not evaluated", "not run", "failed"):
                 row[rel] = status[rel]
             else:
                 row[rel] = "—"
@@ -180,7 +180,7 @@ def family_chart(m: Matrix, fam: str) -> bytes | None:
         if bad:
             ax.scatter(*zip(*bad, strict=True), color="red", zorder=5, s=60)
     for r in m.rows:  # releases without values say why on the axis
-        if r.status in ("not installable", "not run", "failed"):
+        if r.status in ("not installable", "not evaluated", "not run", "failed"):
             ax.text(
                 x_of[r.release],
                 ax.get_ylim()[0],

@@ -125,10 +125,14 @@ class FixtureRunner(EnvFaker):
         stop_after: int | None = None,
         packages: Callable[[str], dict[str, str]] | None = None,
         speed: Mapping[str, float] | None = None,
+        refuse: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(broken, stop_after)
         self.mal = mal
         self.speed = speed or {}  # {first release: factor} on the fixture item's tok/s
+        # {release: {method: why}}: the engine refuses the method in that release (its items
+        # are skipped as NOT EVALUATED and the refusal is in engine-starts.jsonl)
+        self.refuse = refuse or {}
         self.packages = packages  # release -> the engine env's package versions recorded
 
     def suite_run(self, cmd: list[str], log: Path) -> int:
@@ -155,6 +159,13 @@ class FixtureRunner(EnvFaker):
                     s["mean_acceptance_length"] = mal
                     s["figures"]["mean_acceptance_length"] = {"value": mal, "starts": [mal]}
             f.write_text(json.dumps(s))
+            method = s["key"].split("/")[2] if isinstance(s["key"], str) else s["key"]["method"]
+            if method in self.refuse.get(version, {}):
+                shutil.rmtree(f.parent)
+        with (out / "engine-starts.jsonl").open("a") as fh:
+            for method, why in self.refuse.get(version, {}).items():
+                ev = {"event": "start_failed", "method": method, "error": why}
+                fh.write(json.dumps(ev) + "\n")
         return 0
 
     def _mal(self, version: str, n: int, base: float) -> float | None:

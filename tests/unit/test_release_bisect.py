@@ -164,3 +164,19 @@ def test_a_speed_check_reruns_the_good_release_around_each_step(tmp_path: Path) 
     ]  # fmt: skip
     assert res["runs"] == 10
     assert any("output_throughput_tok_s fail -20.0%" in e for e in res["evidence"])
+
+
+def test_a_release_that_evaluates_nothing_is_stepped_over_like_an_uninstallable_one(
+    tmp_path: Path,
+) -> None:
+    refuse = {"1.2": dict.fromkeys(("native", "eagle3", "dflash", "ngram"), "no spec decode")}
+    runner = FixtureRunner({"1.3": MAL_STEP}, refuse=refuse)
+    rc, res, _ = bisect(tmp_path, runner, "1.0", "1.4", "mean_acceptance_length")
+    assert rc == 0, res
+    assert (res["status"], res["last_good"], res["first_bad"], res["skipped"]) == (
+        "interval",
+        "1.1",
+        "1.3",
+        ["1.2"],
+    )
+    assert ("1.2", "not evaluated") in [(s["release"], s["status"]) for s in res["steps"]]

@@ -353,3 +353,29 @@ def test_resume_can_ask_again_for_releases_that_did_not_install(tmp_path: Path) 
     m = load_matrix(path)
     assert rc == 0 and m.not_installable == {} and m.row("1.2").status == "pass"
     assert len(again.pytest_runs) == 1  # the 1.2 slot only
+
+
+ALL_METHODS = ("native", "eagle3", "dflash", "ngram")
+
+
+def test_a_method_a_release_lacks_is_shown_not_evaluated(tmp_path: Path) -> None:
+    """1.1's engine refuses dflash (its items are skipped, the refusal logged); 1.2 refuses
+    every method. 1.1's dflash cells say NOT EVALUATED with the engine's reason and the rest
+    is judged; 1.2 is a row "not evaluated", not a failure."""
+    refuse = {
+        "1.1": {"dflash": "vLLM 1.1 has no DFlash"},
+        "1.2": dict.fromkeys(ALL_METHODS, "vLLM 1.2 speculative decoding off on CPU"),
+    }
+    rc, path = matrix(tmp_path, FixtureRunner({}, refuse=refuse), "--versions", "1.1,1.2")
+    m = load_matrix(path)
+    rows = {r.release: r for r in m.rows}
+    assert rc == 0, [(r.release, r.status, r.reason) for r in m.rows]
+    assert rows["1.1"].status == "pass"
+    assert rows["1.2"].status == "not evaluated"
+    assert rows["1.2"].reason.startswith("NOT EVALUATED: native: vLLM 1.2 speculative")
+    dflash = cell(m, "1.1", "qwen3-8b/vllm/dflash/mt-bench/c1/greedy", MAL)
+    assert dflash.vs_reference.status == "not_evaluated"
+    assert dflash.vs_reference.reason == "NOT EVALUATED: vLLM 1.1 has no DFlash"
+    assert cell(m, "1.1", KEY, MAL).vs_reference.status == "same"
+    md = (path.parent / "report" / "report.md").read_text()
+    assert "not evaluated" in md and "n/e" in md
