@@ -119,8 +119,15 @@ def family_frame(m: Matrix, fam: str) -> pd.DataFrame:
                 row[rel] = "—"
         rows.append(row)
     stacks = {r.release: r.stack for r in m.rows}
+    # a key column that holds one value for every item keeps it on the stack rows too, so the
+    # table still says it once in its caption
+    same = {
+        col: vals.pop()
+        for col in ("model", "engine", "sampling")
+        if len(vals := {r.get(col, "") for r in rows}) == 1
+    }
     for name in ("torch", "transformers"):  # a step beside a dependency change shows here
-        row = {"method": "(stack)", "metric": name}
+        row = {**same, "method": "(stack)", "metric": name}
         for rel in m.releases:
             st = stacks.get(rel)
             val = getattr(st, name) if st else None
