@@ -73,10 +73,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "watch": (
         "specperf.release_watch",
-        "pinned vs newest engine release on the same machine",
+        "pinned vs newest engine release; a matrix of releases; bisect by release",
         "Run a suite with the pinned engine release and the newest one side by side, judge "
-        "both and write one comparison report (the nightly release watch).\n\n"
-        "  specperf watch latest\n  specperf watch run --help",
+        "both and write one comparison report (the nightly release watch); run it over a range "
+        "of releases (matrix) or find the release that changed a metric (bisect).\n\n"
+        "  specperf watch latest\n  specperf watch run --help\n"
+        "  specperf watch matrix --help\n  specperf watch bisect --help",
     ),
     "history": (
         "specperf.history",

@@ -29,6 +29,12 @@ Steps for each watched engine:
 5. ``specperf report CANDIDATE --compare PINNED`` and a ``watch.json`` / ``watch.md`` summary
    (also appended to $GITHUB_STEP_SUMMARY). Exit 1 names each regressing release; exit 2 means
    the watch could not judge (e.g. the pinned run produced nothing).
+
+Over many releases (docs/releases.md): ``specperf watch matrix`` runs the suite over a range of
+releases with the reference interleaved (matrix_run), judges every cell against the reference
+runs and the previous release (matrix_judge) into one ``matrix.json`` (matrix_model), from
+which the report's matrix sections are made (specperf.report.matrix); ``specperf watch bisect``
+searches the first release that shows a change with the same runner and judging (bisect).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from specperf.release_versions import (
     newest,
     versions_from_simple_json,
 )
+from specperf.release_watch.commands import run_bisect_command, run_matrix_command
 from specperf.release_watch.judging import baseline_from_results, judge
 from specperf.release_watch.outcome import WatchResult, exit_code, write_summary
 from specperf.release_watch.running import (
@@ -141,6 +148,81 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="after --: extra pytest arguments (filters, -n, ...)",
     )
 
+    def releases_run(p: argparse.ArgumentParser, default_dir: str) -> None:
+        p.add_argument(
+            "--results-dir",
+            type=Path,
+            default=Path(default_dir),
+            help=f"where the runs, matrix.json and the report go (default {default_dir})",
+        )
+        p.add_argument(
+            "--torch-build",
+            choices=("pinned", "generic"),
+            help="passed to specperf env create: which torch build each release gets",
+        )
+        p.add_argument(
+            "pytest_args",
+            nargs=argparse.REMAINDER,
+            help="after --: extra pytest arguments (filters, -n, ...)",
+        )
+
+    mx = sub.add_parser(
+        "matrix",
+        help="run the suite over a range of releases, the reference interleaved; judge each "
+        "against the reference runs and the previous release (docs/releases.md)",
+    )
+    common(mx)
+    versions(mx)
+    mx.add_argument("--from", dest="from_", metavar="A", help="oldest release of the range")
+    mx.add_argument("--to", metavar="B", help="newest release of the range")
+    mx.add_argument("--versions", metavar="A,B,C", help="these releases instead of a range")
+    mx.add_argument(
+        "--reference", help="the release run between the candidates (default: the pinned one)"
+    )
+    mx.add_argument(
+        "--reference-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the reference after every N candidates (default 1: R C1 R C2 R ...)",
+    )
+    mx.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with RESULTS_DIR/matrix.json (finished runs kept)",
+    )
+    mx.add_argument(
+        "--retry-uninstallable",
+        action="store_true",
+        help="with --resume: ask specperf env create again for releases recorded as not "
+        "installable",
+    )
+    mx.add_argument("--no-report", action="store_true", help="skip report.md / report.html")
+    releases_run(mx, "results/matrix")
+
+    bi = sub.add_parser(
+        "bisect",
+        help="find the first release between a good and a bad one that shows a change",
+    )
+    common(bi)
+    versions(bi)
+    bi.add_argument("--good", help="a release without the change")
+    bi.add_argument("--bad", help="a release with the change")
+    bi.add_argument(
+        "--matrix",
+        type=Path,
+        help="start from a matrix.json: --good/--bad default to the first neighbour pair "
+        "whose cells show the change (a verdict against the previous release)",
+    )
+    bi.add_argument(
+        "--check",
+        required=True,
+        metavar="METRIC|ITEM|ITEM:METRIC",
+        help="which cells decide: a metric (mean_acceptance_length), an item (key or item "
+        "id), or ITEM:METRIC",
+    )
+    releases_run(bi, "results/bisect")
+
 
 def _source(args: argparse.Namespace) -> VersionSource:
     if args.versions_file:
@@ -177,6 +259,15 @@ def run(args: argparse.Namespace) -> int:
     extra = list(args.pytest_args or [])
     if extra[:1] == ["--"]:
         extra = extra[1:]
+    if args.watch_cmd in ("matrix", "bisect"):
+        if len(targets) != 1:
+            raise ConfigError(
+                f"specperf watch {args.watch_cmd}: name one engine with --engine (this suite "
+                f"watches {', '.join(t.engine for t in targets)})"
+            )
+        if args.watch_cmd == "matrix":
+            return run_matrix_command(args, targets[0], source, settings, extra)
+        return run_bisect_command(args, targets[0], source, settings, extra)
     results = [
         watch_target(
             t,

@@ -1,4 +1,5 @@
-"""``specperf report RESULTS_DIR... [--baseline FILE] [--compare DIR ...] [--out DIR]``."""
+"""``specperf report RESULTS_DIR... [--baseline FILE] [--compare DIR ...] [--out DIR]``, or
+``specperf report --matrix matrix.json [--out DIR]`` for a release matrix."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from specperf.errors import ConfigError, SpecperfError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "results", nargs="+", type=Path, help="results directories, read as one run"
+        "results", nargs="*", type=Path, help="results directories, read as one run"
+    )
+    parser.add_argument(
+        "--matrix",
+        type=Path,
+        default=None,
+        help="a release matrix (specperf watch matrix's matrix.json) instead of results "
+        "directories: one table and one chart per metric family",
     )
     parser.add_argument(
         "--baseline", type=Path, default=None, help="baseline file to compare this run with"
@@ -48,6 +56,10 @@ def load_builder():
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.matrix is not None:
+        return run_matrix(args)
+    if not args.results:
+        raise ConfigError("specperf report: give RESULTS_DIR... or --matrix matrix.json")
     build_report = load_builder()
 
     if args.baseline is not None and not args.baseline.is_file():
@@ -70,4 +82,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"job summary: {written}" if written else "job summary: $GITHUB_STEP_SUMMARY not set")
     if paths.regressions:
         print(f"{paths.regressions} regressions (listed first in the comparison sections)")
+    return 0
+
+
+def run_matrix(args: argparse.Namespace) -> int:
+    """``--matrix``: report.md / report.html of a release matrix, and its terminal summary."""
+    if args.results or args.baseline or args.compare:
+        raise ConfigError("--matrix takes no results directories, --baseline or --compare")
+    try:
+        from specperf.report.matrix import build_matrix_report, summary_text
+    except ImportError as exc:
+        raise SpecperfError(
+            f"reports need the 'report' extra (pip install 'specperf[report]'): {exc}"
+        ) from None
+    title = None if args.title == "specperf report" else args.title
+    paths = build_matrix_report(args.matrix, args.out, title)
+    print(f"report: {paths.markdown}")
+    print(f"report: {paths.html}")
+    print(summary_text(paths.matrix))
     return 0

@@ -20,6 +20,7 @@ from specperf.engines.vllm.command import (
     server_env,
 )
 from specperf.engines.vllm.parser_check import check_command
+from specperf.engines.vllm.releases import upstream_compare
 from specperf.engines.vllm.startup_log import parse_non_default_args, parse_startup_facts
 from specperf.engines.vllm.versions import (
     KIND,
@@ -44,6 +45,8 @@ class VllmEngine(ServerEngine):
     it; images are not checked)."""
 
     kind = KIND
+    # the upstream changes between two releases (specperf watch bisect prints it)
+    upstream_compare = staticmethod(upstream_compare)
 
     def __init__(self, spec: EngineSpec, devices: Devices, log_dir: Path) -> None:
         super().__init__(spec, devices, log_dir)
