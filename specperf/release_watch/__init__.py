@@ -45,6 +45,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from specperf.envs import TORCH_BUILDS
 from specperf.errors import ConfigError, SpecperfError
 from specperf.release_versions import (
     IndexVersions,
@@ -157,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         p.add_argument(
             "--torch-build",
-            choices=("pinned", "generic"),
+            choices=TORCH_BUILDS,
             help="passed to specperf env create: which torch build each release gets",
         )
         p.add_argument(
