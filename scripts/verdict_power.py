@@ -71,7 +71,7 @@ from specperf import stats  # noqa: E402
 from specperf import verdict as vd  # noqa: E402
 from specperf.baselines import BaselineEntry, BaselineFile, cannot_fail, load_baselines  # noqa: E402
 from specperf.config import MetricPolicy, load_suite  # noqa: E402
-from specperf.verdict.gates import speed_baseline_short  # noqa: E402
+from specperf.verdict.evidence import speed_baseline_short  # noqa: E402
 
 EFFECTS = (0.05, 0.10, 0.25)
 LEAVE_OUT = ("pass", "start", "machine")
