@@ -59,7 +59,12 @@ class Reporter:
         counts: dict[str, int] = {}
         for c in state.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
-        out = {"counts": counts, "checks": [c.to_json() for c in state.checks]}
+        out = {
+            "counts": counts,
+            "summary_line": vd.summary_line(state.checks, profile),
+            "gates": vd.gate_summary(state.checks, profile),
+            "checks": [c.to_json() for c in state.checks],
+        }
         write_text_atomic(state.results_dir / "verdict.json", json.dumps(out, indent=1) + "\n")
         if state.session_failures and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -83,7 +88,10 @@ class Reporter:
                 ", --strict-baselines: a gated check not evaluated" if c.status != "fail" else ""
             )
             tr.write_line(f"FAIL (judged at the end of the session{strict}) {c.line()}", red=True)
-        tr.write_line(f"specperf: {vd.summary_line(checks)}")
+        profile = self.config.getoption("hardware_profile") or (
+            _profile_from_results(state.results_dir) if state.results_dir else None
+        )
+        tr.write_line(f"specperf: {vd.summary_line(checks, profile)}")
         for line in stored_report_only(state.results_dir):
             tr.write_line(line, yellow=True)
         fails = sum(c.status == "fail" for c in checks)
