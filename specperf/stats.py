@@ -17,7 +17,9 @@ Why this shape (docs/baselines.md, "How a noisy metric is decided"):
   <= 1 % of the time.
 - A metric that does not vary between starts (MAL at concurrency 1 at temperature 0) has a
   spread of ~0: the test then reduces to "the point moved by at least ``min_effect``". A small
-  floor on the spread (``MIN_LOG_SD``) keeps the arithmetic finite.
+  floor on the spread (``MIN_LOG_SD``) keeps the arithmetic finite. Where the floor is used it
+  is a stated spread, not an estimate, so the test uses it with ``FLOOR_DF`` degrees of freedom
+  (normal quantiles): three identical starts then gate as firmly as thirty.
 - Zero and other boundary values are values. A start measured at or below 0 cannot go on the
   log scale; against a positive baseline it is an infinite drop, so for "higher is better"
   (acceptance 0, throughput 0) and "equal" the check is a regression outright and its reason
@@ -56,6 +58,8 @@ from specperf.textfmt import percent_change
 
 # 0.1 % on the log scale: below any meaningful spread, above floating-point noise.
 MIN_LOG_SD = 1e-3
+# Degrees of freedom of the floored spread: a stated value, not an estimate (normal quantiles).
+FLOOR_DF = 10**6
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RUN_ALPHA = 0.01
 # "What a check can see": the change it calls a regression with this probability (its power).
@@ -290,7 +294,8 @@ def _start_variance(
         sd = math.sqrt(ss / df)
     else:
         sd, df = _pooled_sd(a, b)
-    sd = max(sd, MIN_LOG_SD)
+    if sd < MIN_LOG_SD:
+        return MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b)), FLOOR_DF
     return sd**2 * (1 / len(a) + 1 / len(b)), max(df, 1)
 
 
@@ -307,7 +312,9 @@ def _variance(
         pv = _pass_variance(a, raw_baseline, baseline_passes, pass_spread)
         if pv is not None:
             floor = MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b))
-            return replace(pv, var=max(pv.var, floor))
+            if pv.var < floor:
+                return replace(pv, var=floor, df=FLOOR_DF)
+            return pv
     var, df = _start_variance(a, b, spread)
     note = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
     if baseline_passes is not None:

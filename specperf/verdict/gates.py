@@ -292,7 +292,42 @@ def evaluate_item(
             continue
         _decide(c, metric, pol, entry, fig, measured, alpha, siblings)
         checks.append(quarantine(c, issues, key, today))
-    return checks
+    return checks + _foreign_entry(result, entry, checks, profile)
+
+
+def _foreign_entry(
+    result: ItemResult, entry: BaselineEntry, checks: Sequence[Check], profile: str | None
+) -> list[Check]:
+    """A "missing" row when every stored value the item was compared with was measured on
+    another profile (a file of another machine given explicitly): for this profile there is no
+    baseline, as on a new machine, and the row says so."""
+    foreign = {
+        bm.hardware_profile
+        for c in checks
+        if c.baseline_gate and (bm := entry.metrics.get(c.metric)) is not None
+        if other_profile(bm.hardware_profile, profile)
+    }
+    here = [
+        c
+        for c in checks
+        if c.baseline_gate
+        and (bm := entry.metrics.get(c.metric)) is not None
+        and not other_profile(bm.hardware_profile, profile)
+    ]
+    if not foreign or here:
+        return []
+    return [
+        Check(
+            result.key.as_str(),
+            "baseline",
+            "missing",
+            item=result.item_id,
+            engine_version=result.engine_version,
+            baseline_engine_version=entry.engine_version,
+            reason=f"no baseline of profile {profile} for this key: the entry's values were "
+            f"measured on {', '.join(sorted(str(p) for p in foreign))}",
+        )
+    ]
 
 
 def reference_rows(
@@ -323,6 +358,7 @@ def reference_rows(
                 baseline_engine_version=entry.engine_version,
                 reason=f"reference row: {why}",
                 gated=False,
+                baseline_gate=metric in policies and policies[metric].gate != "never",
             )
         )
     shown = set(entry.metrics)
@@ -371,6 +407,7 @@ def figures_only(result: ItemResult, policies: Mapping[str, MetricPolicy]) -> li
                 item=result.item_id,
                 engine_version=result.engine_version,
                 gated=False,
+                baseline_gate=pol.gate != "never",
             )
         )
     return rows
