@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from specperf import verdict as vd
 from specperf.errors import SpecperfError
 from specperf.plugin.state import MAX_TABLE_ROWS, _State
+from specperf.verdict.outcome import counts_line, gates_line
 
 
 class Reporter:
@@ -91,7 +93,9 @@ class Reporter:
         profile = self.config.getoption("hardware_profile") or (
             _profile_from_results(state.results_dir) if state.results_dir else None
         )
-        tr.write_line(f"specperf: {vd.summary_line(checks, profile)}")
+        tr.write_line(f"specperf: {counts_line(checks)}")
+        for line in textwrap.wrap(f"specperf: {gates_line(checks, profile)}", _width(tr)):
+            tr.write_line(line)
         for line in stored_report_only(state.results_dir):
             tr.write_line(line, yellow=True)
         fails = sum(c.status == "fail" for c in checks)

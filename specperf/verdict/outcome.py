@@ -159,9 +159,13 @@ def gates_line(checks: Iterable[Check], profile: str | None = None) -> str:
 
 
 def summary_line(checks: Iterable[Check], profile: str | None = None) -> str:
-    """``12 pass, 1 fail, 3 not evaluated (gated), 20 report only, ...`` in a fixed order, then
-    ``gates_line``."""
+    """``counts_line``, then ``gates_line``."""
     checks = list(checks)
+    return counts_line(checks) + "; " + gates_line(checks, profile)
+
+
+def counts_line(checks: Iterable[Check]) -> str:
+    """``12 pass, 1 fail, 3 not evaluated (gated), 20 report only, ...`` in a fixed order."""
     counts = summary_counts(checks)
     order = (
         "fail",
@@ -179,4 +183,4 @@ def summary_line(checks: Iterable[Check], profile: str | None = None) -> str:
         "report_only": "report only",
     }
     parts = [f"{counts[k]} {names.get(k, k)}" for k in order if counts.get(k)]
-    return (", ".join(parts) or "no checks") + "; " + gates_line(checks, profile)
+    return ", ".join(parts) or "no checks"
