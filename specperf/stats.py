@@ -60,6 +60,7 @@ from specperf.textfmt import percent_change
 MIN_LOG_SD = 1e-3
 # Degrees of freedom of the floored spread: a stated value, not an estimate (normal quantiles).
 FLOOR_DF = 10**6
+FLOOR_NOTE = f"spread below its floor {MIN_LOG_SD:.1%}: the floor, a stated value"
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RUN_ALPHA = 0.01
 # "What a check can see": the change it calls a regression with this probability (its power).
@@ -313,10 +314,13 @@ def _variance(
         if pv is not None:
             floor = MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b))
             if pv.var < floor:
-                return replace(pv, var=floor, df=FLOOR_DF)
+                note = f"{pv.note}; {FLOOR_NOTE}"
+                return replace(pv, var=floor, df=FLOOR_DF, note=note)
             return pv
     var, df = _start_variance(a, b, spread)
     note = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
+    if df == FLOOR_DF:
+        note = FLOOR_NOTE
     if baseline_passes is not None:
         n_pass = len(pass_means(raw_baseline, baseline_passes))
         note = ", ".join(
