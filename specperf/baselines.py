@@ -76,8 +76,9 @@ INDEPENDENT_AFTER_H = 12.0
 
 
 def start_time(start: Mapping[str, Any]) -> _dt.datetime | None:
-    """When a stored start was measured (its ``date``, UTC), or None when not recorded."""
-    raw = str(start.get("date") or "")
+    """When a stored start was measured (its ``date``, UTC: the leading ISO time; text after
+    it is a label), or None when not recorded."""
+    raw = str(start.get("date") or "").split(" ", 1)[0]
     if not raw:
         return None
     try:

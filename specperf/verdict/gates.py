@@ -337,8 +337,9 @@ def reference_rows(
     why: str,
 ) -> list[Check]:
     """Reference figures (``evidence.reference_only``) beside what the item measured: one
-    report-only row per metric of the entry (its value in the baseline column), then the
-    item's other figures (``figures_only``). Never judged."""
+    not-evaluated, report-only row per metric of the entry (its value in the baseline column,
+    its reason "reference row: ..."), then the item's other figures (``figures_only``). Never
+    judged."""
     rows = []
     for metric, bm in sorted(entry.metrics.items()):
         measured = result.value(metric)
@@ -347,7 +348,7 @@ def reference_rows(
             Check(
                 result.key.as_str(),
                 metric,
-                "info",
+                "not_evaluated",  # shown with its reason wherever unjudged rows are
                 measured=measured,
                 baseline=bm.value,
                 delta=delta,

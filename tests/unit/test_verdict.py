@@ -1330,7 +1330,7 @@ def test_seed_note_figures_are_reference_rows_never_judged():
     by = by_metric(checks)
     assert by["baseline"].status == "missing" and "source seed-note" in by["baseline"].reason
     mal = by["mean_acceptance_length"]
-    assert (mal.status, mal.gated) == ("info", False) and mal.measured == 3.0
+    assert (mal.status, mal.gated) == ("not_evaluated", False) and mal.measured == 3.0
     assert mal.baseline == entry.metrics["mean_acceptance_length"].value
     assert mal.reason.startswith("reference row")
     assert by["decode_tok_s.p50"].baseline == entry.metrics["decode_tok_s.p50"].value
