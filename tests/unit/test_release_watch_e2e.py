@@ -174,12 +174,12 @@ def test_an_unchanged_release_passes(tmp_path: Path) -> None:
 def test_three_pinned_runs_around_the_candidate_still_name_a_10_percent_slower_release(
     tmp_path: Path,
 ) -> None:
-    """``--pinned-runs 3`` (P P C P): the baseline holds three starts (one machine within
-    minutes: one pass, so the starts are the unit); the dialled 10 % is still red. Which check
-    names it is not fixed: three starts leave each item 2 degrees of freedom, and the
-    engine-wide check averages the two items' ratios, so a run where one item's drop is
-    watered down by host noise is red on the other item alone (a CI run: native −8.2 %, p 0.00056 at the level 0.00083; engine-wide
-    green) and a run where both items drop ~9 % is red engine-wide."""
+    """``--pinned-runs 3`` (P P C P): the baseline holds three starts (one machine within minutes:
+    one pass, so the starts are the unit); the dialled 10 % is still red. Which check names it
+    is not fixed: three starts leave each item 2 degrees of freedom, and the engine-wide check
+    averages the two items' ratios, so a run where one item's drop is watered down by host noise
+    is red on the other item alone (a CI run: native −8.2 %, p 0.00056 at the level 0.00083;
+    engine-wide green) and a run where both items drop ~9 % is red engine-wide."""
     rc, res = watch(tmp_path, ["1.0", "1.1"], args=("--pinned-runs", "3"))
     assert (rc, res["status"], res["candidate"]) == (1, "regression", "1.1"), res
     assert [Path(d).name for d in res["pinned_dirs"]] == [
