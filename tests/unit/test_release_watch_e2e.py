@@ -191,5 +191,5 @@ def test_three_pinned_runs_around_the_candidate_still_name_a_10_percent_slower_r
     tok = [f for f in res["failures"] if "output_throughput_tok_s" in f]
     assert tok, res["failures"]
     items = [f for f in tok if not f.startswith("engine ")]
-    assert all("baseline starts" in f and "-1" in f for f in items), items
+    assert all("baseline starts" in f for f in items), items
     assert not [f for f in res["failures"] if "mean_acceptance_length" in f]
