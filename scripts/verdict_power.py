@@ -36,8 +36,9 @@ i-th pass of each is taken as one run (leave-k-out: the i-th start). alpha is th
 per-check level (the run's 1 % budget split over its gated checks, ``stats.split_alpha``),
 exactly as ``pytest -m perf`` decides.
 
-The ``gate`` column applies the product's own rule: a hardware-bound metric whose baseline spans
-too few days or passes (``verdict.gates.speed_baseline_short``) is only reported, not gated,
+The ``gate`` column applies the product's own rule (``verdict.evidence.unarmed``): a metric
+whose baseline has too few starts, or a hardware-bound one whose starts span too few windows
+(12 h apart) or passes, is only reported, not gated,
 until more are appended; its power is what the check would have once gated. An engine-wide
 row is report-only when every item of the engine is; otherwise it is computed, as the verdict
 does, over the items that gate.
@@ -71,7 +72,7 @@ from specperf import stats  # noqa: E402
 from specperf import verdict as vd  # noqa: E402
 from specperf.baselines import BaselineEntry, BaselineFile, cannot_fail, load_baselines  # noqa: E402
 from specperf.config import MetricPolicy, load_suite  # noqa: E402
-from specperf.verdict.gates import speed_baseline_short  # noqa: E402
+from specperf.verdict.evidence import unarmed  # noqa: E402
 
 EFFECTS = (0.05, 0.10, 0.25)
 LEAVE_OUT = ("pass", "start", "machine")
@@ -169,18 +170,17 @@ def gate_of(
     summary: Mapping[str, Any] | None = None,
 ) -> str:
     """``gated``, or ``report-only: <why>`` where the product only reports the metric from
-    this baseline: a hardware-bound metric whose starts span too few days or passes
-    (``speed_baseline_short``; ``summary`` an item summary, {} for the default rule)."""
-    if not pol.hardware_bound:
-        return GATED
-    why = speed_baseline_short(summary or {}, entry, metric)
+    this baseline: the verdict's evidence rule (``evidence.unarmed``: too few starts; for a
+    hardware-bound metric too few windows or passes; ``summary`` an item summary, {} for the
+    default rule)."""
+    why = unarmed(summary or {}, entry, metric, pol)
     if not why:
         return GATED
-    m = re.search(r"from (\d+) (day|pass)", why)
+    m = re.search(r"from (\d+) (window|pass)", why) or re.search(r"has (\d+) engine (start)", why)
     if not m:
         return "report-only"
     n, unit = int(m.group(1)), m.group(2)
-    plural = {"day": "days", "pass": "passes"}[unit]
+    plural = {"window": "windows", "pass": "passes", "start": "starts"}[unit]
     return f"report-only: {n} {unit if n == 1 else plural}"
 
 
@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     if not bf.entries:
         print(f"{args.baseline}: no entries", file=sys.stderr)
         return 2
-    # the item's own [workload] min_baseline_days decides its speed gate (speed_baseline_short)
+    # the item's own [workload] min_baseline_days decides its speed gate (evidence.unarmed)
     summaries = {
         it.key.as_str(): {"workload": {"min_baseline_days": it.workload.min_baseline_days}}
         for it in suite.items()

@@ -68,11 +68,72 @@ def t995(df: int) -> float:
 # start field <- provenance field: the machine a start ran on
 _START_MACHINE = {"boot_id": "boot_id", "cpu": "cpu_signature"}
 
+# Starts count as independent draws of the host's state (separate passes on one machine,
+# separate days for a speed gate) only when at least this many hours apart: starts made within
+# one afternoon share its load, clocks and thermal state whatever the calendar says, so neither
+# the UTC date nor the number of updates tells them apart.
+INDEPENDENT_AFTER_H = 12.0
+
+
+def start_time(start: Mapping[str, Any]) -> _dt.datetime | None:
+    """When a stored start was measured (its ``date``, UTC: the leading ISO time; text after
+    it is a label), or None when not recorded."""
+    raw = str(start.get("date") or "").split(" ", 1)[0]
+    if not raw:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def _windows(times: list[_dt.datetime]) -> list[_dt.datetime]:
+    """Per time (in the given order), the start of its window: times sorted, a window opens at
+    its first time and holds every time less than INDEPENDENT_AFTER_H later."""
+    opened: dict[_dt.datetime, _dt.datetime] = {}
+    begin: _dt.datetime | None = None
+    gap = _dt.timedelta(hours=INDEPENDENT_AFTER_H)
+    for t in sorted(set(times)):
+        if begin is None or t - begin >= gap:
+            begin = t
+        opened[t] = begin
+    return [opened[t] for t in times]
+
+
+def pass_labels(starts: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """The pass each stored start belongs to: its machine (host and boot id: a fresh VM or a
+    reboot is a new host state) and its window on that machine (starts less than
+    INDEPENDENT_AFTER_H after the window's first start are one pass, however many updates
+    wrote them). Starts without a recorded time are one pass per machine."""
+    by_machine: dict[tuple[Any, Any], list[int]] = {}
+    for i, st in enumerate(starts):
+        by_machine.setdefault((st.get("host"), st.get("boot_id")), []).append(i)
+    labels: list[tuple[Any, ...]] = [()] * len(starts)
+    for machine, idx in by_machine.items():
+        timed = [i for i in idx if start_time(starts[i]) is not None]
+        begins = _windows([start_time(starts[i]) for i in timed])  # type: ignore[misc]
+        for i, b in zip(timed, begins, strict=True):
+            labels[i] = (*machine, b.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        for i in idx:
+            if i not in timed:
+                labels[i] = (*machine, None)
+    return labels
+
 
 def pass_label(start: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The pass (run) a stored start was measured in: the starts one update writes share its
-    host, its date and the machine's boot id."""
-    return (start.get("host"), start.get("date"), start.get("boot_id"))
+    """The pass of one start taken alone (``pass_labels`` of a list of one)."""
+    return pass_labels([start])[0]
+
+
+def independent_windows(starts: list[Mapping[str, Any]]) -> list[str] | None:
+    """The windows (their first start's date and time) the starts fall into, on any machine:
+    starts less than INDEPENDENT_AFTER_H apart share one. None when a start has no time."""
+    times = [start_time(st) for st in starts]
+    if not times or any(t is None for t in times):
+        return None
+    begins = sorted(set(_windows(times)))  # type: ignore[arg-type]
+    return [b.strftime("%Y-%m-%dT%H:%MZ") for b in begins]
 
 
 @dataclass
@@ -106,7 +167,7 @@ class BaselineMetric:
         Values without per-start records are one pass, so the statistics treat them start by
         start (stats.MIN_BASELINE_PASSES)."""
         if self.starts:
-            return [pass_label(s) for s in self.starts if s.get("value") is not None]
+            return pass_labels([s for s in self.starts if s.get("value") is not None])
         return [("unrecorded",)] * len(self.start_values(engine_starts))
 
     def to_json(self) -> dict[str, Any]:
@@ -280,10 +341,11 @@ KEEP_STARTS = 40
 def _keep_recent(
     starts: list[dict[str, Any]], keep_passes: int, keep_starts: int
 ) -> list[dict[str, Any]]:
-    """The starts of the last ``keep_passes`` passes (``pass_label``), at most ``keep_starts``
+    """The starts of the last ``keep_passes`` passes (``pass_labels``), at most ``keep_starts``
     of them, in their order."""
-    recent = set(list(dict.fromkeys(pass_label(st) for st in starts))[-keep_passes:])
-    return [st for st in starts if pass_label(st) in recent][-keep_starts:]
+    labels = pass_labels(starts)
+    recent = set(list(dict.fromkeys(labels))[-keep_passes:])
+    return [st for st, lab in zip(starts, labels, strict=True) if lab in recent][-keep_starts:]
 
 
 MAL_METRIC = "mean_acceptance_length"
@@ -349,7 +411,7 @@ def make_entry(
         "date": prov["date"],
         "engine_version": prov.get("engine_version"),
     }
-    # which machine and CPU each start ran on, where the run knows (pass_label, and the speed
+    # which machine and CPU each start ran on, where the run knows (pass_labels, and the speed
     # verdict's other-CPU rule); older files' starts lack them
     stamp.update({k: prov[f] for k, f in _START_MACHINE.items() if prov.get(f)})
     metrics: dict[str, BaselineMetric] = {}
@@ -435,6 +497,7 @@ def dump(bf: BaselineFile) -> str:
 
 
 __all__ = [
+    "INDEPENDENT_AFTER_H",
     "SCHEMA",
     "SOURCES",
     "TOLERANCE_SOURCES",
@@ -445,10 +508,12 @@ __all__ = [
     "dump",
     "fingerprint_diff",
     "fingerprint_digest",
+    "independent_windows",
     "load_baselines",
     "make_entry",
     "measured_tolerance",
     "parse_baselines",
+    "pass_labels",
     "update_baselines",
     "write_atomic",
 ]

@@ -373,6 +373,8 @@ class SuiteSession:
                     reason=f"updated ({self.opts.update}) in {self.baseline_file}",
                 )
             )
+        if not run.updated:  # green must mean something was judged (verdict.outcome)
+            checks += vd.unjudged_items(checks, [run.item.key.as_str()])
         run.checks = checks
         run.outcome = vd.outcome(
             checks,

@@ -17,7 +17,20 @@ Why this shape (docs/baselines.md, "How a noisy metric is decided"):
   <= 1 % of the time.
 - A metric that does not vary between starts (MAL at concurrency 1 at temperature 0) has a
   spread of ~0: the test then reduces to "the point moved by at least ``min_effect``". A small
-  floor on the spread (``MIN_LOG_SD``) keeps the arithmetic finite.
+  floor on the spread (``MIN_LOG_SD``) keeps the arithmetic finite. Where the floor is used it
+  is a stated spread, not an estimate, so the test uses it with ``FLOOR_DF`` degrees of freedom
+  (normal quantiles): three identical starts then gate as firmly as thirty.
+- Zero and other boundary values are values. A start measured at or below 0 cannot go on the
+  log scale; against a positive baseline it is an infinite drop, so for "higher is better"
+  (acceptance 0, throughput 0) and "equal" the check is a regression outright and its reason
+  says so; for "lower is better" it is no regression. A baseline with a value <= 0 cannot give
+  a log-scale spread: such a check is not decided (the gates make a baseline that could never
+  fail report-only first). Only a value that was not measured (None, NaN) is dropped.
+- Items of one engine config share each engine start (a start's speed moves all of them), so
+  their spreads pooled together (``pooled_spread``, ``pooled_pass_spread``) estimate one start
+  effect: the pooled standard deviation is taken over all of them, but its degrees of freedom
+  are those of ONE item (the most starts any item has, less one), not their sum. Exact when a
+  start moves every item alike; conservative when the items vary independently.
 - The engine-wide check averages the per-item log ratios of one engine's items: a small uniform
   slowdown that no single noisy item can show stands out in the mean of many.
 - Above the start there is the PASS: one run on one host in one window (a night's job, a GPU
@@ -45,6 +58,9 @@ from specperf.textfmt import percent_change
 
 # 0.1 % on the log scale: below any meaningful spread, above floating-point noise.
 MIN_LOG_SD = 1e-3
+# Degrees of freedom of the floored spread: a stated value, not an estimate (normal quantiles).
+FLOOR_DF = 10**6
+FLOOR_NOTE = f"spread below its floor {MIN_LOG_SD:.1%}: the floor, a stated value"
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RUN_ALPHA = 0.01
 # "What a check can see": the change it calls a regression with this probability (its power).
@@ -80,7 +96,7 @@ class Decision:
 
     def describe(self) -> str:
         """One line: method, sample sizes, p, the minimum effect it gates."""
-        if self.ratio is None:
+        if self.ratio is None or (self.p_value is None and self.regressed is not None):
             return self.reason
         p = "n/a" if self.p_value is None else f"{self.p_value:.2g}"
         note = f" ({self.reason})" if self.reason else ""
@@ -118,14 +134,31 @@ def detectable_change(se: float, df: int, alpha: float, min_effect: float, direc
     return max(math.exp(effect) - 1, min_effect)
 
 
-def _logs(values: Sequence[float]) -> list[float]:
-    return [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+def _measured(values: Sequence[float | None]) -> list[float]:
+    """The values that were measured: None and NaN are "not measured"; 0 and negatives stay."""
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
 
 
-def geometric_mean(values: Sequence[float]) -> float | None:
-    """The geometric mean of the values the tests use (``_logs``: positive, finite): the figure
-    a per-start comparison reports (None: no such value)."""
-    logs = _logs(values)
+def _logs(values: Sequence[float | None]) -> list[float]:
+    """Log values of the positive, finite measured values (callers decide first what a value
+    <= 0 means: ``decide`` and ``engine_wide`` never drop one silently)."""
+    return [math.log(v) for v in _measured(values) if v > 0 and math.isfinite(v)]
+
+
+def non_positive(values: Sequence[float | None]) -> list[float]:
+    """The measured values <= 0 (they cannot go on the log scale)."""
+    return [v for v in _measured(values) if v <= 0]
+
+
+def geometric_mean(values: Sequence[float | None]) -> float | None:
+    """The geometric mean of the measured values: the figure a per-start comparison reports
+    (0.0 when a value is <= 0, the log scale's limit; None when nothing was measured)."""
+    vals = _measured(values)
+    if not vals:
+        return None
+    if non_positive(vals):
+        return 0.0
+    logs = _logs(vals)
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
@@ -152,15 +185,11 @@ def _pooled_sd(a: Sequence[float], b: Sequence[float]) -> tuple[float, int]:
 
 
 def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
-    """Pooled standard deviation of the log values over several groups (each: one item's
-    baseline starts) and its degrees of freedom; groups of fewer than 2 values add nothing."""
-    ss, df = 0.0, 0
-    for g in groups:
-        xs = _logs(g)
-        if len(xs) >= 2:
-            ss += _sd(xs) ** 2 * (len(xs) - 1)
-            df += len(xs) - 1
-    return (math.sqrt(ss / df) if df else 0.0), df
+    """Standard deviation of the log values pooled over several groups (each: one item's
+    baseline starts, the items of one engine config) and its degrees of freedom. The items
+    share their engine starts, so the df are one item's (the largest group's, less one), not
+    the sum over items (module docstring); groups of fewer than 2 values add nothing."""
+    return _pooled_sd_groups([_logs(g) for g in groups])
 
 
 def _pass_groups(values: Sequence[float], passes: Sequence[Hashable]) -> list[list[float]]:
@@ -184,17 +213,24 @@ def pooled_pass_spread(
     groups: Sequence[tuple[Sequence[float], Sequence[Hashable]]],
 ) -> tuple[float, int]:
     """The standard deviation of pass means (log) pooled over several items' baselines (each:
-    values and their pass labels) and its degrees of freedom, sum of (passes - 1)."""
+    values and their pass labels) and its degrees of freedom: one item's (the most passes any
+    item has, less one), since the items of a config share each pass."""
     return _pooled_sd_groups([[m for m, _ in pass_means(v, p)] for v, p in groups])
 
 
-def _pooled_sd_groups(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
-    ss, df = 0.0, 0
+def _pooled_sd_groups(groups: Sequence[Sequence[float]], shared: bool = True) -> tuple[float, int]:
+    """Pooled standard deviation of several groups of (log) values and its df. ``shared``: the
+    groups are items measured on the same starts (or passes), so the df are the largest
+    group's (n - 1), not the sum; else the groups are independent and their df add up."""
+    ss, df, most = 0.0, 0, 0
     for xs in groups:
         if len(xs) >= 2:
             ss += _sd(xs) ** 2 * (len(xs) - 1)
             df += len(xs) - 1
-    return (math.sqrt(ss / df) if df else 0.0), df
+            most = max(most, len(xs) - 1)
+    if not df:
+        return 0.0, 0
+    return math.sqrt(ss / df), (most if shared else df)
 
 
 @dataclass(frozen=True)
@@ -228,13 +264,13 @@ def _pass_variance(
     if pass_spread is not None and pass_spread[1] > 0:
         s_m, df = pass_spread
     else:
-        s_m, df = _pooled_sd_groups([[m for m, _ in means]])
+        s_m, df = _pooled_sd_groups([[m for m, _ in means]], shared=False)
     var = s_m**2 * (1 + sum(n * n for n in sizes) / total**2)
     short = 1 / max(len(a), 1) - sum(1 / n for n in sizes) / n_pass
     if short > 0:
         within = [g for g in _pass_groups(baseline, passes) if len(g) >= 2]
         within += [list(a)] if len(a) >= 2 else []
-        s_w, df_w = _pooled_sd_groups(within)
+        s_w, df_w = _pooled_sd_groups(within, shared=False)
         var += (s_w**2 if df_w else s_m**2 * n_pass / sum(1 / n for n in sizes)) * short
     note = (
         f"unit: the pass — this run's {len(a)} start(s) as one value vs {n_pass} baseline "
@@ -259,7 +295,8 @@ def _start_variance(
         sd = math.sqrt(ss / df)
     else:
         sd, df = _pooled_sd(a, b)
-    sd = max(sd, MIN_LOG_SD)
+    if sd < MIN_LOG_SD:
+        return MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b)), FLOOR_DF
     return sd**2 * (1 / len(a) + 1 / len(b)), max(df, 1)
 
 
@@ -276,9 +313,14 @@ def _variance(
         pv = _pass_variance(a, raw_baseline, baseline_passes, pass_spread)
         if pv is not None:
             floor = MIN_LOG_SD**2 * (1 / len(a) + 1 / len(b))
-            return replace(pv, var=max(pv.var, floor))
+            if pv.var < floor:
+                note = f"{pv.note}; {FLOOR_NOTE}"
+                return replace(pv, var=floor, df=FLOOR_DF, note=note)
+            return pv
     var, df = _start_variance(a, b, spread)
     note = f"spread pooled over {df} df" if spread is not None and spread[1] > 0 else ""
+    if df == FLOOR_DF:
+        note = FLOOR_NOTE
     if baseline_passes is not None:
         n_pass = len(pass_means(raw_baseline, baseline_passes))
         note = ", ".join(
@@ -318,10 +360,38 @@ def decide(
     ``baseline_passes`` labels each baseline value with the pass (run) that measured it; with
     at least MIN_BASELINE_PASSES passes the test is pass-level (module docstring), its spread
     the spread of pass means (``pass_spread``: pooled over the config's items)."""
-    a, b = _logs(current), _logs(baseline)
-    if not a or not b:
-        why = "no positive value measured" if not a else "baseline has no positive value"
-        return Decision(None, None, None, None, len(a), len(b), alpha, min_effect, why)
+    now, base = _measured(current), _measured(baseline)
+    if not now or not base:
+        why = "not measured in this run" if not now else "the baseline has no measured value"
+        return Decision(None, None, None, None, len(now), len(base), alpha, min_effect, why)
+    if non_positive(base):
+        return Decision(
+            None,
+            None,
+            None,
+            None,
+            len(now),
+            len(base),
+            alpha,
+            min_effect,
+            f"the baseline holds a value <= 0 ({min(base):g}): no log-scale spread",
+        )
+    if len(base) >= min_baseline_starts and non_positive(now):
+        return _boundary(now, base, direction, min_effect, alpha, min_baseline_starts)
+    a, b = _logs(now), _logs(base)
+    if not a:  # every start <= 0 and too few baseline starts to decide
+        return Decision(
+            None,
+            0.0,
+            None,
+            None,
+            len(now),
+            len(b),
+            alpha,
+            min_effect,
+            f"baseline has {len(b)} start(s); at least {min_baseline_starts} are needed "
+            "to know its spread",
+        )
     d = sum(a) / len(a) - sum(b) / len(b)
     ratio = math.exp(d)
     if len(b) < min_baseline_starts:
@@ -367,6 +437,53 @@ def decide(
     )
 
 
+def _boundary(
+    now: Sequence[float],
+    base: Sequence[float],
+    direction: str,
+    min_effect: float,
+    alpha: float,
+    min_baseline_starts: int,
+) -> Decision:
+    """A run with a start measured <= 0 against a positive baseline (module docstring): for
+    "higher is better" and "equal" a regression outright (an infinite drop on the log scale,
+    ratio 0); for "lower is better" the starts <= 0 are improvements and the others decide."""
+    bad = non_positive(now)
+    what = f"{len(bad)} of {len(now)} start(s) measured {min(bad):g} (<= 0)"
+    if direction != "lower":
+        return Decision(
+            True,
+            0.0,
+            None,
+            None,
+            len(now),
+            len(base),
+            alpha,
+            min_effect,
+            f"{what} against a positive baseline: an infinite drop on the log scale, a "
+            "regression outright",
+            two_sided=direction != "higher",
+        )
+    rest = [v for v in now if v > 0]
+    if rest:
+        d = decide(
+            rest, base, direction, min_effect=min_effect, alpha=alpha,
+            min_baseline_starts=min_baseline_starts,
+        )  # fmt: skip
+        return replace(d, reason=f"{what} (lower is better: not a regression); {d.reason}")
+    return Decision(
+        False,
+        0.0,
+        None,
+        None,
+        len(now),
+        len(base),
+        alpha,
+        min_effect,
+        f"{what} against a positive baseline: lower is better, not a regression",
+    )
+
+
 def engine_wide(
     groups: Sequence[
         tuple[Sequence[float], Sequence[float]]
@@ -402,12 +519,17 @@ def engine_wide(
     engine (``split_alpha``) whether or not it has a second item; the mean of one ratio is that
     ratio, so nothing is averaged, and the line says ``over 1 item``."""
     by_unit: dict[str, list[tuple[float, float, int, bool]]] = {}
+    zero: list[int] = []
     n_cur = n_base = 0
     for i, group in enumerate(groups):
         current, baseline = group[0], group[1]
         passes = group[2] if len(group) > 2 else None  # type: ignore[misc]
         a, b = _logs(current), _logs(baseline)
-        if not a or len(b) < min_baseline_starts:
+        if non_positive(baseline) or len(b) < min_baseline_starts:
+            continue
+        if non_positive(current) and direction != "lower":
+            zero.append(i)  # an infinite drop: the engine-wide effect is a regression outright
+        if not a:
             continue
         v = _variance(a, b, baseline, passes, None, None)
         d = sum(a) / len(a) - sum(b) / len(b)
@@ -416,6 +538,19 @@ def engine_wide(
         n_cur += len(a)
         n_base += len(b)
     items = sum(len(v) for v in by_unit.values())
+    if zero:
+        return Decision(
+            True,
+            0.0,
+            None,
+            None,
+            n_cur,
+            n_base,
+            alpha,
+            min_effect,
+            f"{len(zero)} item(s) measured a start <= 0 against a positive baseline: an "
+            "infinite drop on the log scale, a regression outright",
+        )
     if items < 1:
         return Decision(
             None,

@@ -27,10 +27,10 @@ GUARDS = ("greedy_match", "degenerate", "mal_collapse", "gsm8k_accuracy")
 class MetricPolicy:
     """How one summary metric is compared with its baseline.
 
-    ``gate``: "always" fails the item beyond tolerance (point comparison while the baseline has
-    fewer than 3 engine starts, the per-start test after); "measured" gates only through the
-    per-start test (speeds: >= 3 starts from >= 2 days and >= 3 passes, of this CPU), otherwise
-    it is not evaluated and reported; "never" only reports. ``hardware_bound`` metrics (speeds,
+    ``gate``: "always" and "measured" gate through the per-start test once the baseline has
+    the evidence a gate needs (``verdict.evidence``: >= 3 engine starts; for hardware-bound
+    metrics also >= 2 windows 12 h apart and >= 3 passes, of this CPU); with less the metric
+    is reported, never gated; "never" only reports. ``hardware_bound`` metrics (speeds,
     latencies) are compared only with a baseline measured on the same hardware profile.
     """
 

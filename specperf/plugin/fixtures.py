@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from specperf import verdict as vd
 from specperf.config import Item
 from specperf.engines.base import Devices
 from specperf.errors import EngineStartError, SpecperfError, UnsupportedError
@@ -47,7 +48,10 @@ class SpecperfFixture:
             benchmark.extra_info.update(_extra_info(run))
         return run
 
-    def conclude(self, run: ItemRun) -> None:
+    def conclude(self, run: ItemRun) -> vd.Outcome:
+        """Judge the item and record its checks; a failed, skipped or quarantined outcome ends
+        the test here (pytest.fail / skip / xfail) with its lines. Returns the outcome (then
+        "pass") so the test asserts on it."""
         try:
             run = self.session.judge(run)
         except SpecperfError as exc:  # e.g. a malformed baseline file: one line, no traceback
@@ -68,6 +72,7 @@ class SpecperfFixture:
             pytest.xfail(lines)
         if lines:
             node.user_properties.append(("specperf_notes", lines))
+        return run.outcome
 
 
 def _extra_info(run: ItemRun) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from specperf import verdict as vd
 from specperf.errors import SpecperfError
 from specperf.plugin.state import MAX_TABLE_ROWS, _State
+from specperf.verdict.outcome import counts_line, gates_line
 
 
 class Reporter:
@@ -59,7 +61,12 @@ class Reporter:
         counts: dict[str, int] = {}
         for c in state.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
-        out = {"counts": counts, "checks": [c.to_json() for c in state.checks]}
+        out = {
+            "counts": counts,
+            "summary_line": vd.summary_line(state.checks, profile),
+            "gates": vd.gate_summary(state.checks, profile),
+            "checks": [c.to_json() for c in state.checks],
+        }
         write_text_atomic(state.results_dir / "verdict.json", json.dumps(out, indent=1) + "\n")
         if state.session_failures and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -83,7 +90,12 @@ class Reporter:
                 ", --strict-baselines: a gated check not evaluated" if c.status != "fail" else ""
             )
             tr.write_line(f"FAIL (judged at the end of the session{strict}) {c.line()}", red=True)
-        tr.write_line(f"specperf: {vd.summary_line(checks)}")
+        profile = self.config.getoption("hardware_profile") or (
+            _profile_from_results(state.results_dir) if state.results_dir else None
+        )
+        tr.write_line(f"specperf: {counts_line(checks)}")
+        for line in textwrap.wrap(f"specperf: {gates_line(checks, profile)}", _width(tr)):
+            tr.write_line(line)
         for line in stored_report_only(state.results_dir):
             tr.write_line(line, yellow=True)
         fails = sum(c.status == "fail" for c in checks)

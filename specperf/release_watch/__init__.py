@@ -138,10 +138,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_p.add_argument(
         "--pinned-runs",
         type=int,
-        default=1,
+        default=3,
         metavar="N",
-        help="run the pinned release N times around the candidate (default 1); N >= 3 judges "
-        "speed against N passes, so a drift of the host between runs is not read as a change",
+        help="run the pinned release N times around the candidate (default 3: a baseline gate "
+        "needs 3 starts; with fewer every metric is only reported)",
     )
     run_p.add_argument(
         "pytest_args",

@@ -33,7 +33,7 @@ def watch_target(
     python: str = sys.executable,
     runner: Runner = run_logged,
     make_report: bool = True,
-    pinned_runs: int = 1,
+    pinned_runs: int = 3,
 ) -> WatchResult:
     """Pinned vs newest release of one engine (see the module doc). ``pinned_runs`` > 1 runs
     the pinned release that many times around the candidate (half before, the rest after:

@@ -2,7 +2,7 @@
 cross-engine, floors, guards), the engine-wide check, quarantine, staleness. The plugin,
 ``specperf verdict``, reports and merges all call these functions; nothing else compares numbers.
 
-How a metric is decided (docs/baselines.md, "How a verdict is reached"):
+How a metric is decided (docs/verdict.md):
 - Baselines are per hardware profile and keep one value per ENGINE START; a run contributes one
   value per start it measured (``--repeat N --restart-between-repeats``: N starts; repeats
   within one start count as one start, their median).
@@ -10,13 +10,16 @@ How a metric is decided (docs/baselines.md, "How a verdict is reached"):
   test on log per-start values against the baseline's start-to-start spread, at the per-check
   alpha of the run's false-alarm budget, AND a change of at least the suite's tolerance (the
   minimum effect) in the bad direction. The line states method, p, alpha and minimum effect.
-- Fewer starts: metrics the suite declares deterministic (gate "always": MAL, acceptance,
-  output tokens, completed) are compared point-to-point with the tolerance; noisy ones (gate
-  "measured": speeds) are NOT EVALUATED with the reason — never a pass.
+- Less evidence than ``evidence`` asks (fewer than 3 starts; for speeds and latencies also
+  too few days or passes, another CPU; figures copied from notes): the metric is reported,
+  never gated, and its row says how to arm it. There is no point comparison in its place.
+- A start measured at or below 0 against a positive baseline is a regression outright
+  (``stats``); only a value that was not measured is not evaluated.
 - Statuses: pass, fail, xfail (quarantined), stale / missing (no comparable baseline),
   not_evaluated (a gated metric that could not be judged: its reason says why) and info
   (report-only by suite policy or by a baseline that could never fail). ``outcome`` folds them:
-  a gated not-evaluated never ends as a pass (skip; ``--strict-baselines``: fail).
+  a gated not-evaluated never ends as a pass (skip; ``--strict-baselines``: fail), and an item
+  judged by nothing fails.
 
 The package follows the data flow, one job per module:
 
@@ -24,6 +27,7 @@ The package follows the data flow, one job per module:
 - ``results``: reading an item's ``summary.json`` and a results folder, appending verdicts;
 - ``snapshot``: the ``suite.json`` policies a folder is judged with;
 - ``noise``: figures from repeats (median, per-start values, intervals);
+- ``evidence``: how much evidence a baseline gate needs (one rule for every metric);
 - ``gates``: one item against its baseline entry; ``quarantine``: known issues;
 - ``spread``: which baseline starts pool into an item's spread (same engine config);
 - ``rules`` / ``guard_checks``: same-run rules; ``engine_wide``: the engine-wide check and alpha;
@@ -60,10 +64,13 @@ from specperf.verdict.noise import (
 )
 from specperf.verdict.outcome import (
     Outcome,
+    gate_summary,
     gated_not_evaluated,
+    judged_by_nothing,
     outcome,
     summary_counts,
     summary_line,
+    unjudged_items,
 )
 from specperf.verdict.quarantine import issue_active
 from specperf.verdict.results import (
@@ -141,8 +148,10 @@ __all__ = [
     "evaluate_rules",
     "figure",
     "format_table",
+    "gate_summary",
     "gated_not_evaluated",
     "issue_active",
+    "judged_by_nothing",
     "known_issues_from_snapshot",
     "load_item",
     "load_results",
@@ -163,5 +172,6 @@ __all__ = [
     "table_rows",
     "tolerance_differs",
     "too_short",
+    "unjudged_items",
     "write_verdicts",
 ]

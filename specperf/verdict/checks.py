@@ -43,6 +43,12 @@ class Check:
     detectable: float | None = None
     # a statistical check: its test's p (the reason text says it too; scripts read this field)
     p_value: float | None = None
+    # a metric the suite gates, compared with a baseline entry (armed or not): the checks
+    # "baseline gates armed: N of M" counts (N: those still ``gated``)
+    baseline_gate: bool = False
+    # a gate that switched itself off in this run (delivery-bound latencies, a guard with
+    # nothing to compare, a rule whose scope matches nothing): what kind; ``reason`` says why
+    switched_off: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 from specperf.baselines import load_baselines
 from specperf.errors import ConfigError
 from specperf.verdict.judge import evaluate_results
-from specperf.verdict.outcome import gated_not_evaluated, summary_line
+from specperf.verdict.outcome import gated_not_evaluated
 from specperf.verdict.table import format_table
 
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         hardware_profile=args.hardware_profile,
     )
     print(format_table(v.checks, include_pass=args.all))
-    print("\n" + summary_line(v.checks))
+    print("\n" + v.summary_line())
     for c in v.failed:
         print(f"FAIL {c.line()}", file=sys.stderr)
     if args.json:

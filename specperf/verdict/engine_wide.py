@@ -10,7 +10,8 @@ from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
 from specperf.config import ItemKey, MetricPolicy, Suite
 from specperf.schemas import NATIVE
 from specperf.verdict.checks import Check
-from specperf.verdict.gates import other_profile, speed_baseline_unfit
+from specperf.verdict.evidence import unarmed
+from specperf.verdict.gates import other_profile
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
@@ -26,13 +27,15 @@ def engine_wide_checks(
     min_effect: float | None = None,
 ) -> list[Check]:
     """Per engine (the key's engine name) and metric: the geometric-mean ratio over the
-    engine's comparable items (same fingerprint, no failed requests, >= 3 baseline starts),
-    tested as one effect (specperf.stats.engine_wide), items of one engine config (which
-    share an engine start) counted as one unit. It sees a small uniform slowdown — a new
-    release that costs every item 7 % — that no single noisy item can. An engine with one
+    engine's comparable items (same fingerprint, no failed requests, a baseline the evidence
+    rule arms: ``evidence.unarmed``), tested as one effect (specperf.stats.engine_wide),
+    items of one engine config (which share an engine start) counted as one unit. It sees a
+    small uniform slowdown — a new release that costs every item 7 % — that no single noisy
+    item can. An engine with one
     comparable item is judged too (at the engine-wide level ``check_alpha`` reserves for every
     engine): the H200 suite's decode-loop engine has one item, and a 10 % slowdown of it is
-    what this check is for (issue 13)."""
+    what this check is for. An engine none of whose items is armed gets one report-only row
+    with the first item's reason."""
     out: list[Check] = []
     by_engine: dict[str, list[ItemResult]] = {}
     for r in results.values():
@@ -73,7 +76,7 @@ def engine_wide_checks(
                 )
                 # items of one engine config share its start(s) in a run: one unit
                 unit = r.summary.get("spec_digest") or r.key.method
-                why = speed_baseline_unfit(r.summary, entry, metric) if pol.hardware_bound else None
+                why = unarmed(r.summary, entry, metric, pol)  # the items' own evidence rule
                 if why:
                     unfit.append(why)
                     shadow.append(group)
@@ -108,15 +111,6 @@ def engine_wide_checks(
                 detectable=d.detectable,
                 p_value=d.p_value,
             )
-            if d.regressed is None and d.n_baseline == 0 and pol.gate == "always":
-                # a deterministic metric over one-start baselines: its items were compared
-                # point to point, which is the suite's gate; the pooled test has no spread
-                c.gated = False
-                c.reason = (
-                    f"{d.reason}: its items are compared point to point with the tolerance; the "
-                    "pooled test needs a spread (--update-baselines --repeat 3 "
-                    "--restart-between-repeats)"
-                )
             out.append(c)
     return out
 
@@ -130,10 +124,11 @@ def _report_only(
     groups: list[tuple],
     units: list[str],
 ) -> Check:
-    """The engine-wide row of an engine none of whose items' baselines can gate yet (too few
-    days or passes, another CPU): not evaluated and never failing, but with the geometric-mean
-    ratio of the items whose baselines are merely young, so the row shows the figure the armed
-    check will judge (not "n/a"), as the items' report-only rows do."""
+    """The engine-wide row of an engine none of whose items' baselines can gate yet (the
+    evidence rule: too few starts, days or passes, another CPU): not evaluated and never
+    failing, but with the geometric-mean ratio of the items whose baselines are merely young,
+    so the row shows the figure the armed check will judge (not "n/a"), as the items'
+    report-only rows do."""
     c = Check(
         f"engine {engine}",
         f"engine-wide {metric}",
@@ -164,9 +159,9 @@ def check_alpha(
     """The per-check levels: the run's false-alarm budget split by ``stats.split_alpha`` over
     the gated checks the matrix ``keys`` can have — per item its gated metrics, less the
     acceptance metrics of a native item; per engine its gated engine-wide metrics, less MAL
-    where the engine has no speculative item. Counting checks that cannot occur spent budget
-    on nothing: before session 16 the H200 suite's decode-loop engine (native only) took an
-    engine-wide MAL level and halved the other engine's."""
+    where the engine has no speculative item (counting checks that cannot occur would spend
+    budget on nothing). Bonferroni holds whatever the dependence between checks, so items of
+    one engine start (which move together) need no other correction here."""
     keys = list(keys)
     gated = [m for m, p in policies.items() if p.gate != "never"]
     item_checks = sum(

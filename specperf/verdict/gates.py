@@ -1,6 +1,6 @@
 """One item against its baseline entry: fingerprint, run checks, and per metric the gates that
-decide whether a comparison is fair (length drift, delivery-bound latencies, too-short runs)
-before the statistics decide it."""
+decide whether a comparison is fair (the evidence rule of ``evidence``, length drift,
+delivery-bound latencies, too-short runs) before the statistics decide it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from specperf import stats
 from specperf.baselines import BaselineEntry, cannot_fail, fingerprint_diff
 from specperf.config import LENGTH_METRIC, KnownIssue, MetricPolicy
 from specperf.verdict.checks import EPS, TOLERANCE_NOTE, Check, Status, compare, join
+from specperf.verdict.evidence import reference_only, unarmed
 from specperf.verdict.quarantine import quarantine
 from specperf.verdict.results import ItemResult, figure
 from specperf.verdict.spread import config_pass_spread, config_spread
@@ -95,95 +96,6 @@ def too_short(summary: Mapping[str, Any], min_duration_s: float | None = None) -
     )
 
 
-DEFAULT_MIN_BASELINE_DAYS = 2
-
-
-def speed_baseline_short(
-    summary: Mapping[str, Any], entry: BaselineEntry, metric: str, min_days: int | None = None
-) -> str | None:
-    """Why a hardware-bound metric's baseline cannot gate yet (None: it can). Starts made in one
-    afternoon share that afternoon's host state: measured on the 2-core EPYC, the unchanged main
-    job 3.5 hours after its baseline ran 21 % slower engine-wide (p 0.0015), a spread the
-    baseline's starts had never shown. So a speed gate needs starts from ``min_days`` UTC days
-    (the item's ``[workload] min_baseline_days``, default 2) and from at least
-    ``stats.MIN_BASELINE_PASSES`` passes (runs): the verdict's unit is the pass, and fewer
-    passes cannot show how much runs differ (stats module docstring); until then it reports. Starts
-    without a date (older files), and a baseline measured in the same window as the run it
-    judges (``provenance.same_window``: release watch's pinned run), are not judged by it."""
-    if min_days is None:
-        wl = summary.get("workload") or {}
-        min_days = int(wl.get("min_baseline_days", DEFAULT_MIN_BASELINE_DAYS))
-    bm = entry.metrics.get(metric)
-    if (
-        min_days <= 1
-        or bm is None
-        or len(bm.starts or []) < stats.MIN_BASELINE_STARTS  # too few for a spread: _decide says
-        or entry.provenance.get("same_window")
-    ):
-        return None
-    dates = [str(s.get("date") or "")[:10] for s in bm.starts]
-    if not all(dates):
-        return None
-    days = sorted(set(dates))
-    if len(days) < min_days:
-        return (
-            f"baseline starts from {len(days)} day(s) ({', '.join(days)}); a speed gate needs "
-            f"starts from >= {min_days} days: append another day's with --update-baselines "
-            "(or [workload] min_baseline_days)"
-        )
-    passes = len(set(bm.start_passes()))
-    if passes < stats.MIN_BASELINE_PASSES:
-        return (
-            f"baseline starts from {passes} pass(es) (runs); a speed gate needs >= "
-            f"{stats.MIN_BASELINE_PASSES} to know how much runs differ: append another run's "
-            "with --update-baselines"
-        )
-    return None
-
-
-def speed_baseline_other_cpu(
-    summary: Mapping[str, Any], entry: BaselineEntry, metric: str
-) -> str | None:
-    """Why a hardware-bound metric's baseline cannot judge this machine's CPU (None: it can).
-    Where the engine computes on the CPU (no GPU in the run's environment), a start's speed
-    belongs to its CPU generation, and a VM's model name may not say which: two 2-core VMs
-    named "AMD EPYC" (AVX-512) share the profile ``cpu-amd-epyc-avx512-2c``. So when the
-    baseline's starts record their CPU (``cpu``: vendor, family, model, stepping) and none was
-    this one, the speed is reported, not judged, until this CPU's starts are appended.
-    Starts without the record (files made before it), and a ``specperf bench --url`` summary
-    (its record is the client's machine, the server may be elsewhere) are not judged by it."""
-    env = summary.get("environment") or {}
-    here = env.get("cpu_signature")
-    bm = entry.metrics.get(metric)
-    if (
-        env.get("gpus")
-        or env.get("measured_from") == "client machine"
-        or not here
-        or bm is None
-        or entry.provenance.get("same_window")
-    ):
-        return None
-    seen = sorted({str(s["cpu"]) for s in bm.starts or [] if s.get("cpu")})
-    if not seen or here in seen:
-        return None
-    return (
-        f"baseline starts measured on CPU {'; '.join(seen)}, this host is {here}: one profile "
-        "name, another CPU generation; give this CPU a profile of its own "
-        "(--hardware-profile NAME) and adopt it with --update-baselines"
-    )
-
-
-def speed_baseline_unfit(
-    summary: Mapping[str, Any], entry: BaselineEntry, metric: str
-) -> str | None:
-    """Why a hardware-bound metric's baseline cannot gate this run (None: it can): its starts
-    span too few days or passes (``speed_baseline_short``), or none ran on this CPU
-    (``speed_baseline_other_cpu``). Items and the engine-wide check both ask this."""
-    return speed_baseline_short(summary, entry, metric) or speed_baseline_other_cpu(
-        summary, entry, metric
-    )
-
-
 def other_profile(baseline_profile: str | None, profile: str | None) -> bool:
     """True where a baseline value was measured on another hardware profile than the item:
     every metric a machine can move (speed, latency, acceptance, lengths) is compared only
@@ -236,6 +148,20 @@ def evaluate_item(
             )
         )
         return checks + figures_only(result, policies)
+    reference = reference_only(entry)
+    if reference:
+        checks.append(
+            Check(
+                ks,
+                "baseline",
+                "missing",
+                item=result.item_id,
+                engine_version=result.engine_version,
+                baseline_engine_version=entry.engine_version,
+                reason=f"no measured baseline for this key; {reference}",
+            )
+        )
+        return checks + reference_rows(result, entry, policies, reference)
     diffs = fingerprint_diff(entry.fingerprint, result.fingerprint)
     if diffs:
         shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
@@ -276,6 +202,7 @@ def evaluate_item(
             engine_version=result.engine_version,
             baseline_engine_version=entry.engine_version,
             gated=pol.gate != "never",
+            baseline_gate=pol.gate != "never",
         )
         if fig.get("interval"):
             c.interval = (float(fig["interval"][0]), float(fig["interval"][1]))
@@ -283,8 +210,10 @@ def evaluate_item(
         if bm is None:
             if measured is None:
                 continue  # neither side has it (e.g. acceptance of a native run)
-            c.status = "not_evaluated" if c.gated else "info"
-            c.reason = "the baseline entry has no value for this metric"
+            c.status, c.gated = "info", False
+            c.reason = "the baseline entry has no value for this metric" + (
+                "; report only: arm it with --update-baselines" if c.baseline_gate else ""
+            )
             checks.append(c)
             continue
         c.baseline = bm.value
@@ -294,11 +223,15 @@ def evaluate_item(
                 f"{bm.tolerance:.1%})"
             )
         never = bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance)
+        # the evidence rule (specperf.verdict.evidence): too little evidence reports, never
+        # gates harder
+        armed_by_policy = pol.gate != "never" and not never
+        unfit = unarmed(result.summary, entry, metric, pol) if armed_by_policy else None
         if measured is None:
             c.reason = join(c.reason, "not measured in this run (the baseline has it)")
-            if pol.gate == "never" or never:  # report-only metrics never fail
+            if pol.gate == "never" or never or unfit:  # report-only metrics never fail
                 c.status, c.gated = "info", False
-                c.reason = join(c.reason, f"report only: {never or 'suite policy'}")
+                c.reason = join(c.reason, unfit or f"report only: {never or 'suite policy'}")
             elif other_profile(bm.hardware_profile, profile):
                 c.status = "not_evaluated"
                 c.reason = join(
@@ -330,9 +263,20 @@ def evaluate_item(
             c.reason = f"baseline measured on {bm.hardware_profile}, this is {profile}"
             checks.append(_as_the_gate_compares(c, metric, entry, fig))
             continue
+        # A baseline without the evidence a gate needs makes the metric report-only whatever
+        # else holds (a fast machine's short item must not turn it into a gated, unevaluated
+        # check: that skips the item and fails --strict-baselines for a gate that was not on).
+        if unfit:
+            c.status, c.gated = "not_evaluated", False
+            c.reason = join(c.reason, unfit)
+            if short and pol.hardware_bound:
+                c.reason = join(c.reason, short)
+            checks.append(_as_the_gate_compares(c, metric, entry, fig))
+            continue
         if delivery and metric.startswith(LATENCY_PREFIXES):
             c.status, c.gated = "not_evaluated", False
             c.reason = f"delivery-bound: {delivery}"
+            c.switched_off = "delivery-bound latency"
             checks.append(c)
             continue
         if pol.length_dependent and length_note:
@@ -340,19 +284,7 @@ def evaluate_item(
             c.reason = length_note
             checks.append(c)
             continue
-        # A baseline too young (or from another CPU) to gate speed makes the metric report-only
-        # whatever else holds (a fast machine's short item must not turn it into a gated,
-        # unevaluated check: that skips the item and fails --strict-baselines for a gate that
-        # was not on). Then the item's own length: a gated speed of a too-short item is not
-        # evaluated.
-        unfit = speed_baseline_unfit(result.summary, entry, metric) if pol.hardware_bound else None
-        if unfit:
-            c.status, c.gated = "not_evaluated", False
-            c.reason = join(c.reason, unfit)
-            if short:
-                c.reason = join(c.reason, short)
-            checks.append(_as_the_gate_compares(c, metric, entry, fig))
-            continue
+        # the item's own length: a gated speed of a too-short item is not evaluated
         if pol.hardware_bound and short:
             c.status = "not_evaluated"
             c.reason = short
@@ -360,7 +292,78 @@ def evaluate_item(
             continue
         _decide(c, metric, pol, entry, fig, measured, alpha, siblings)
         checks.append(quarantine(c, issues, key, today))
-    return checks
+    return checks + _foreign_entry(result, entry, checks, profile)
+
+
+def _foreign_entry(
+    result: ItemResult, entry: BaselineEntry, checks: Sequence[Check], profile: str | None
+) -> list[Check]:
+    """A "missing" row when every stored value the item was compared with was measured on
+    another profile (a file of another machine given explicitly): for this profile there is no
+    baseline, as on a new machine, and the row says so."""
+    foreign = {
+        bm.hardware_profile
+        for c in checks
+        if c.baseline_gate and (bm := entry.metrics.get(c.metric)) is not None
+        if other_profile(bm.hardware_profile, profile)
+    }
+    here = [
+        c
+        for c in checks
+        if c.baseline_gate
+        and (bm := entry.metrics.get(c.metric)) is not None
+        and not other_profile(bm.hardware_profile, profile)
+    ]
+    if not foreign or here:
+        return []
+    return [
+        Check(
+            result.key.as_str(),
+            "baseline",
+            "missing",
+            item=result.item_id,
+            engine_version=result.engine_version,
+            baseline_engine_version=entry.engine_version,
+            reason=f"no baseline of profile {profile} for this key: the entry's values were "
+            f"measured on {', '.join(sorted(str(p) for p in foreign))}",
+        )
+    ]
+
+
+def reference_rows(
+    result: ItemResult,
+    entry: BaselineEntry,
+    policies: Mapping[str, MetricPolicy],
+    why: str,
+) -> list[Check]:
+    """Reference figures (``evidence.reference_only``) beside what the item measured: one
+    not-evaluated, report-only row per metric of the entry (its value in the baseline column,
+    its reason "reference row: ..."), then the item's other figures (``figures_only``). Never
+    judged."""
+    rows = []
+    for metric, bm in sorted(entry.metrics.items()):
+        measured = result.value(metric)
+        delta = None if measured is None or not bm.value else measured / bm.value - 1
+        rows.append(
+            Check(
+                result.key.as_str(),
+                metric,
+                "not_evaluated",  # shown with its reason wherever unjudged rows are
+                measured=measured,
+                baseline=bm.value,
+                delta=delta,
+                direction=bm.direction,
+                tolerance=bm.tolerance,
+                item=result.item_id,
+                engine_version=result.engine_version,
+                baseline_engine_version=entry.engine_version,
+                reason=f"reference row: {why}",
+                gated=False,
+                baseline_gate=metric in policies and policies[metric].gate != "never",
+            )
+        )
+    shown = set(entry.metrics)
+    return rows + [c for c in figures_only(result, policies) if c.metric not in shown]
 
 
 def _as_the_gate_compares(
@@ -369,9 +372,8 @@ def _as_the_gate_compares(
     """Show a row that is not judged with the figures its gate would compare (``_decide``:
     the geometric mean of this run's starts against that of the baseline's), not the run's
     median against the stored value: a report-only row and the gated row it becomes once the
-    baseline is armed then say the same change for the same data (session 28: an H100 row read
-    -2.1 % report-only and -1.6 % gated). Rows whose baseline has too few starts for the
-    statistics keep the point values."""
+    baseline is armed then say the same change for the same data. Rows whose baseline has too
+    few starts for the statistics keep the point values."""
     base = entry.start_values(metric)
     current = [float(v) for v in (fig.get("starts") or []) if v is not None]
     if len(base) < stats.MIN_BASELINE_STARTS or not current:
@@ -406,6 +408,7 @@ def figures_only(result: ItemResult, policies: Mapping[str, MetricPolicy]) -> li
                 item=result.item_id,
                 engine_version=result.engine_version,
                 gated=False,
+                baseline_gate=pol.gate != "never",
             )
         )
     return rows
@@ -421,8 +424,8 @@ def _decide(
     alpha: float,
     siblings: Sequence[BaselineEntry] = (),
 ) -> None:
-    """Set ``c``'s status from the per-start statistics (or a point comparison where the suite
-    declares the metric deterministic and the baseline has fewer starts than a spread needs)."""
+    """Set ``c``'s status from the per-start statistics (``evidence.unarmed`` has made a
+    baseline with too few starts report-only before this is called)."""
     base = entry.start_values(metric)
     current = [float(v) for v in (fig.get("starts") or [measured]) if v is not None]
     if len(base) >= stats.MIN_BASELINE_STARTS:
@@ -453,36 +456,5 @@ def _decide(
         c.p_value = d.p_value
         c.reason = join(c.reason, d.describe())
         return
-    if pol.gate == "always":
-        regressed, c.delta = compare(
-            measured, entry.metrics[metric].value, pol.direction, pol.tolerance
-        )
-        c.status = "fail" if regressed else "pass"
-        c.reason = join(
-            c.reason,
-            f"point comparison with the tolerance: baseline has {len(base)} start(s) and the "
-            'suite gates this metric "always"',
-        )
-        if (
-            regressed
-            and c.interval
-            and _interval_crosses(
-                c.interval, entry.metrics[metric].value, pol.direction, pol.tolerance
-            )
-        ):
-            c.reason = join(c.reason, "borderline: the interval crosses the threshold")
-        return
-    c.status = "not_evaluated"
-    c.reason = join(
-        c.reason,
-        f"baseline has {len(base)} engine start(s); >= {stats.MIN_BASELINE_STARTS} are needed "
-        "to know its spread (re-make it with --update-baselines --repeat 5)",
-    )
-
-
-def _interval_crosses(iv: tuple[float, float], base: float, direction: str, tol: float) -> bool:
-    if direction == "higher":
-        return iv[1] > base * (1 - tol)
-    if direction == "lower":
-        return iv[0] < base * (1 + tol)
-    return iv[0] < base * (1 + tol) and iv[1] > base * (1 - tol)
+    c.status, c.gated = "not_evaluated", False
+    c.reason = join(c.reason, unarmed({}, entry, metric, pol) or "report only")

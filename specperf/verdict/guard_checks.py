@@ -1,5 +1,6 @@
 """Quality guards as rules: specperf.guards computes, this turns a GuardResult into a Check (a
-guard that could not be evaluated is "not_evaluated", never a pass)."""
+guard that could not be evaluated is "not_evaluated", never a pass; one that cannot fail in
+this run, the MAL-collapse guard whose peers accept nothing, is counted as switched off)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,19 @@ def evaluate_guard(
             and unusable(r) is None
         ]
         kw = {"min_share": rule.min} if rule.min is not None else {}
-        return _guard_check(c, guards.mal_collapse(res.summary, peers, res.requests(), **kw))
+        g = guards.mal_collapse(res.summary, peers, res.requests(), **kw)
+        c = _guard_check(c, g)
+        peer_mals = list(((g.details or {}).get("peers") or {}).values())
+        if g.passed and g.value is None and peer_mals:
+            # the peers accept nothing (MAL <= 1.0): there is no level to collapse from, so the
+            # guard cannot fail; counted as switched off, never shown as a pass
+            c.status, c.gated = "not_evaluated", False
+            c.switched_off = "mal-collapse guard: peers accept nothing"
+            c.reason = (
+                f"peers' MAL {', '.join(f'{float(m):.2f}' for m in peer_mals)} (<= 1.0): "
+                "nothing to collapse from, the guard cannot fail; " + c.reason
+            )
+        return c
     native = results.get(key.native().as_str())
     native_recs = native.requests() if native is not None and unusable(native) is None else None
     if rule.guard == "gsm8k_accuracy":

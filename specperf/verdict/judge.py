@@ -15,7 +15,7 @@ from specperf.errors import ConfigError
 from specperf.verdict.checks import Check
 from specperf.verdict.engine_wide import check_alpha, engine_wide_checks
 from specperf.verdict.gates import evaluate_item
-from specperf.verdict.outcome import summary_counts
+from specperf.verdict.outcome import gate_summary, summary_counts, summary_line, unjudged_items
 from specperf.verdict.results import SUITE_SNAPSHOT, ItemResult, load_results
 from specperf.verdict.rules import evaluate_rules
 from specperf.verdict.snapshot import (
@@ -33,6 +33,7 @@ from specperf.verdict.spread import config_siblings
 class Verdict:
     checks: list[Check]
     results: dict[str, ItemResult]
+    profile: str | None = None  # the hardware profile(s) judged, for the summary line
 
     @property
     def failed(self) -> list[Check]:
@@ -45,8 +46,13 @@ class Verdict:
         return {
             "counts": counts,
             "summary": summary_counts(self.checks),
+            "summary_line": self.summary_line(),
+            "gates": gate_summary(self.checks, self.profile),
             "checks": [c.to_json() for c in self.checks],
         }
+
+    def summary_line(self) -> str:
+        return summary_line(self.checks, self.profile)
 
 
 def evaluate_results(
@@ -58,7 +64,8 @@ def evaluate_results(
     today: _dt.date | None = None,
 ) -> Verdict:
     """Judge results directories: every item against the baseline file, then every rule of the
-    suite (and of the baseline file) over all items together. Policies, rules and quarantines
+    suite (and of the baseline file) over all items together; an item judged by nothing fails
+    (``outcome.judged_by_nothing``). Policies, rules and quarantines
     come from the ``suite.json`` snapshot the plugin wrote into the results directory."""
     results = load_results(dirs)
     if not results:
@@ -109,7 +116,9 @@ def evaluate_results(
             rules + file_rules, results, known_issues=issues, today=today, selected=selected
         )
     )
-    return Verdict(checks + engine_wide, results)
+    checks.extend(unjudged_items(checks, sorted(results)))
+    profile = hardware_profile or ", ".join(sorted(p for p in groups if p)) or None
+    return Verdict(checks + engine_wide, results, profile)
 
 
 def _baseline_file_for(

@@ -65,16 +65,7 @@ def evaluate_rules(
         subjects = _rule_subjects(rule, results, subject)
         if not subjects:
             if subject is None:
-                out.append(
-                    Check(
-                        f"rule {rule.id}",
-                        f"rule:{rule.id}",
-                        "not_evaluated",
-                        rule=rule.id,
-                        reason="no measured item matches the rule (none selected in this run)",
-                        gated=False,
-                    )
-                )
+                out.append(_matches_nothing(rule, wanted))
             continue
         for key in subjects:
             res = results.get(key.as_str())
@@ -86,6 +77,33 @@ def evaluate_rules(
             rule_issues = ([rule.known_issue] if rule.known_issue else []) + issues
             out.append(quarantine(c, rule_issues, key, today))
     return out
+
+
+def _matches_nothing(rule: Rule, wanted: set[str] | None) -> Check:
+    """The row of a rule no measured item matches: report-only and counted as a gate that
+    switched itself off. Where the run's selection is known and the rule's scope matches none
+    of it either, the scope itself is suspect (a typo in a baseline file's rule)."""
+    in_scope = [
+        k for k in wanted or () if k.count("/") == 5 and ItemKey.parse(k).matches(rule.match)
+    ]
+    if wanted is not None and not in_scope:
+        kind = "rule scope matches no item"
+        why = (
+            f"its scope {dict(rule.match)} matches no item this run selected (a typo in the "
+            "scope, or a rule for another suite)"
+        )
+    else:
+        kind = "rule not measured"
+        why = "no measured item matches the rule (none selected in this run)"
+    return Check(
+        f"rule {rule.id}",
+        f"rule:{rule.id}",
+        "not_evaluated",
+        rule=rule.id,
+        reason=why,
+        gated=False,
+        switched_off=kind,
+    )
 
 
 def _references(rule: Rule, key: ItemKey) -> list[ItemKey]:

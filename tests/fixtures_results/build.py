@@ -458,9 +458,8 @@ KNOWN_ISSUES = [
 ]
 
 
-# The fixture suite gates throughput with a fixed 5 % on its one-start baseline (gate
-# "always", as a suite for a quiet, pinned GPU host may choose); the built-in default would
-# leave it "not evaluated" until the baseline holds >= 3 engine starts.
+# The fixture suite gates throughput "always" (as a suite for a quiet, pinned GPU host may
+# choose); like every gate it is armed by the baseline's starts (specperf.verdict.evidence).
 FIXTURE_METRICS = {
     **DEFAULT_METRICS,
     "output_throughput_tok_s": dataclasses.replace(
@@ -483,29 +482,38 @@ def suite_snapshot() -> dict[str, Any]:
     }
 
 
+# The baseline holds ``run``'s figures as three passes a day apart (a pinned, quiet host that
+# measured the same values each night): the least evidence that arms every gate.
+BASELINE_NIGHTS = ("2026-11-18T00:00:00Z", "2026-11-19T00:00:00Z", "2026-11-20T00:00:00Z")
+
+
 def write_baseline(run: str, out: Path) -> None:
     """A baseline file made from ``run`` through the baselines module (what
-    ``--update-baselines`` writes)."""
+    ``--update-baselines`` writes, once per night of ``BASELINE_NIGHTS``)."""
     bf = BaselineFile(out, hardware_profile=HW, description=f"fixture baseline from {run}")
     for summary_path in sorted((HERE / run).glob("*/summary.json")):
         summary = json.loads(summary_path.read_text())
         key = ItemKey.parse(summary["key"])
-        entry = make_entry(
-            key,
-            summary["figures"],
-            FIXTURE_METRICS,
-            fingerprint=summary["fingerprint"],
-            provenance={
-                "engine_version": summary["engine_version"],
-                "date": "2026-11-20T00:00:00Z",
-                "gpu": "NVIDIA L40S",
-                "driver": "570.124.06",
-                "suite_commit": "3f2c1ab",
-                "sample_size": summary["completed"],
-                "source": "measured",
-            },
-            hardware_profile=HW,
-        )
+        entry = None
+        for night in BASELINE_NIGHTS:
+            entry = make_entry(
+                key,
+                summary["figures"],
+                FIXTURE_METRICS,
+                fingerprint=summary["fingerprint"],
+                provenance={
+                    "engine_version": summary["engine_version"],
+                    "date": night,
+                    "gpu": "NVIDIA L40S",
+                    "driver": "570.124.06",
+                    "suite_commit": "3f2c1ab",
+                    "sample_size": {"requests": summary["completed"]},
+                    "source": "measured",
+                },
+                hardware_profile=HW,
+                previous=entry,
+            )
+        assert entry is not None
         bf.entries[key.as_str()] = entry
     out.write_text(dump(bf))
 

@@ -177,11 +177,11 @@ def _tok_entry(starts, *, fp=FP, version="0.32.0", previous=None, host="a", date
 
 
 def test_updates_append_starts_and_keep_the_last_n():
-    first = _tok_entry([98.0, 100.0, 104.0], host="a")
+    first = _tok_entry([98.0, 100.0, 104.0], host="a", date="2026-11-01T10:00:00Z")
     m = first.metrics["output_throughput_tok_s"]
     assert [s["value"] for s in m.starts] == [98.0, 100.0, 104.0] and m.value == 100.0
     assert {s["host"] for s in m.starts} == {"a"}
-    second = _tok_entry([90.0, 91.0], previous=first, host="b")
+    second = _tok_entry([90.0, 91.0], previous=first, host="b", date="2026-11-01T10:30:00Z")
     m = second.metrics["output_throughput_tok_s"]
     assert [s["value"] for s in m.starts] == [98.0, 100.0, 104.0, 90.0, 91.0]
     assert [s["host"] for s in m.starts] == ["a", "a", "a", "b", "b"]
@@ -428,3 +428,38 @@ def test_l40_seed_note_entries_match_the_qwen3_8b_suite():
         fp["dataset_version"] = datasets.load_dataset(item.key.dataset, tier=item.tier).version
         assert bl.fingerprint_diff(e.fingerprint, fp) == [], key
     assert any(r.kind == "speedup" and r.min == 1.3 for r in bf.rules)
+
+
+def test_starts_ten_minutes_apart_across_midnight_are_one_day_and_one_pass():
+    """Independence is elapsed time, not the calendar: two updates 10 minutes apart on either
+    side of midnight (UTC) are one window for the speed gate's days and one pass."""
+    first = _tok_entry([100.0] * 3, host="h", date="2026-12-01T23:55:00Z")
+    both = _tok_entry([101.0] * 3, previous=first, host="h", date="2026-12-02T00:05:00Z")
+    starts = both.metrics["output_throughput_tok_s"].starts
+    assert bl.independent_windows(starts) == ["2026-12-01T23:55Z"]
+    assert len(set(both.metrics["output_throughput_tok_s"].start_passes())) == 1
+    later = _tok_entry(
+        [99.0] * 3,
+        previous=both,
+        host="h",
+        date=f"2026-12-02T{int(bl.INDEPENDENT_AFTER_H):02d}:00:00Z",
+    )
+    starts = later.metrics["output_throughput_tok_s"].starts
+    assert len(bl.independent_windows(starts)) == 2
+    assert len(set(later.metrics["output_throughput_tok_s"].start_passes())) == 2
+
+
+def test_six_updates_within_36_minutes_on_one_host_are_one_pass():
+    """Six updates of one machine within 36 minutes share its state: one pass, not six (a
+    fresh machine, another boot id, is a pass of its own however soon it follows)."""
+    entry = None
+    for i in range(6):
+        entry = _tok_entry(
+            [100.0 + i], previous=entry, host="vm", date=f"2026-12-01T15:{i * 6 + 4:02d}:00Z"
+        )
+    assert entry is not None
+    m = entry.metrics["output_throughput_tok_s"]
+    assert len(m.starts) == 6 and len(set(m.start_passes())) == 1
+    for st, boot in zip(m.starts, "aabbcc", strict=True):
+        st["boot_id"] = boot
+    assert len(set(m.start_passes())) == 3

@@ -16,7 +16,7 @@ import pytest
 from specperf import baselines as bl
 from specperf import datasets
 from specperf.config import load_suite
-from specperf.verdict.gates import speed_baseline_short
+from specperf.verdict.evidence import speed_baseline_short
 from specperf.workload import sizing
 
 ROOT = Path(__file__).resolve().parents[2]

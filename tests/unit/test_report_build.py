@@ -65,15 +65,20 @@ def _first_row_of(html: str, section: str) -> str:
 
 
 def test_planted_regression_comes_first_in_both_comparisons(report):
+    """Against the baseline file (three starts per item) the planted change fails; against
+    run-prev (one start per item: too little evidence to gate) it is the first row, reported."""
     _, _, html = report
-    for section in ("comparison-baseline", "comparison-run-run-prev"):
+    for section, verdict in (
+        ("comparison-baseline", "FAIL"),
+        ("comparison-run-run-prev", "NOT EVALUATED"),
+    ):
         row = _first_row_of(html, section)
-        assert "FAIL" in row and PLANTED in row, section
+        assert verdict in row and PLANTED in row, section
 
 
 def test_regressions_are_counted_and_named(report):
     paths, md, _ = report
-    assert paths.regressions == 6  # tok/s, MAL and acceptance rate, in two comparisons
+    assert paths.regressions == 3  # tok/s, MAL and acceptance rate against the baseline file
     assert f"Regressions: {PLANTED}" in md
 
 

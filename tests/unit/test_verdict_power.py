@@ -129,12 +129,12 @@ def test_gate_column_follows_the_speed_baseline_rule() -> None:
     two_passes = _entry("m/e3/native/d/c1/greedy", {TPS: _starts(_tight(2))})
     bf = _file(one_day, two_days, two_passes)
     gates = {(r["key"], r["metric"]): r["gate"] for r in vp.item_rows(bf, POLICIES, ALPHA)}
-    assert gates[("m/e1/native/d/c1/greedy", TPS)] == "report-only: 1 day"
+    assert gates[("m/e1/native/d/c1/greedy", TPS)] == "report-only: 1 window"
     assert gates[("m/e1/native/d/c1/greedy", MAL)] == "gated"  # not hardware-bound
     assert gates[("m/e2/native/d/c1/greedy", TPS)] == "gated"
     assert gates[("m/e3/native/d/c1/greedy", TPS)] == "report-only: 2 passes"
     engine = {(r["key"], r["metric"]): r["gate"] for r in vp.engine_rows(bf, POLICIES, ALPHA)}
-    assert engine[("engine e1 (1 item)", f"engine-wide {TPS}")] == "report-only: 1 day"
+    assert engine[("engine e1 (1 item)", f"engine-wide {TPS}")] == "report-only: 1 window"
     assert engine[("engine e2 (1 item)", f"engine-wide {TPS}")] == "gated"
     assert engine[("engine e1 (1 item)", f"engine-wide {MAL}")] == "gated"
 
