@@ -19,10 +19,10 @@ Steps for each watched engine:
    candidate run starts from a copy, so an item the pinned run sized
    (``specperf.workload.sizing``) sends the same request count in every run. With
    ``--pinned-runs N`` the pinned release runs N times around the candidate (P C P, P P C P, …);
-4. the pinned results (each run one pass) become the baseline of the candidate results and the
-   verdict module judges them (same tolerances, same rules, messages with both engine
-   versions); with 3 or more pinned runs speed is judged at the pass level, so the host's drift
-   between runs is in the baseline's spread, not read as a change of the release (judging.py);
+4. the pinned results become the baseline of the candidate results and the verdict module
+   judges them (same tolerances, same rules, messages with both engine versions); with 3 or
+   more pinned runs (a gate needs three starts) speed is judged, and the host's drift between
+   runs is in the baseline's spread, not read as a change of the release (judging.py);
    a same-run rule that also fails on a pinned run is not blamed on the release; an item the
    candidate measured differently (its fingerprint differs: stale) fails, since it was not
    compared;

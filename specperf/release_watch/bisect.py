@@ -306,7 +306,7 @@ class Bisector:
             ref = self._reference()
             metrics = {k[1] for k in ref.values} | {ENGINE_WIDE}
             self.spec = CheckSpec.parse(self.check, sorted(metrics))
-            if self.spec.speed:  # a third good pass: speed is judged at the pass level
+            if self.spec.speed:  # a third good run: a speed gate needs three starts
                 self._run(self.good)
             bad, hits = self.shows(bad_run)
             if not bad:

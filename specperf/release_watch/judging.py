@@ -79,7 +79,7 @@ def judge(
     pinned_dirs: Path | Sequence[Path], candidate_dir: Path
 ) -> tuple[list[Any], list[str], dict[str, int]]:
     """(failed checks to blame on the candidate, notes, status counts): the candidate results
-    judged by the verdict module against the pinned runs of the same night (one pass each). An
+    judged by the verdict module against the pinned runs of the same night (all their starts). An
     item whose fingerprint differs from the pinned run's (stale) fails: it was not compared, and
     "not compared" is not a pass; a gated check that could not be evaluated is a note."""
     from specperf import verdict
