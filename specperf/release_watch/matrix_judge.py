@@ -3,8 +3,9 @@ reference runs and against the previous release, by the verdict module.
 
 Against the reference: the finished reference runs become an in-memory baseline, all their
 starts (``judging.baseline_from_results``), and ``verdict.evaluate_results`` judges a candidate
-run against it — the speeds once three reference starts exist, the same-run rules (guards) in the candidate's own
-run, the engine-wide check over all items of the engine. Never a stored baseline file.
+run against it — the speeds once three reference starts exist, the same-run rules (guards) in
+the candidate's own run, the engine-wide check over all items of the engine. Never a stored
+baseline file.
 
 Exact metrics (MAL, acceptance rate, per-position acceptance, output tokens: at temperature 0
 on one host and one build they move only when the engine's arithmetic or algorithm changed) are
