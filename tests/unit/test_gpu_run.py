@@ -227,7 +227,8 @@ def test_gpu_night_dry_run_on_cpu(tmp_path: Path, capsys: Any) -> None:
     argv += ["--device", "cpu", "--eagle3-head", "none", "--passes", "update,check"]
     argv += ["--models-dir", str(tmp_path / "models"), "--work", str(tmp_path / "work")]
     argv += ["--baselines-dir", str(bl), "--budget-s", "500"]
-    argv += ["--", "--engine", "transformers", "--method", "native", "--repeat", "1"]
+    # three starts per pass: the fewest a baseline gate needs (an item judged by nothing fails)
+    argv += ["--", "--engine", "transformers", "--method", "native", "--repeat", "3"]
     argv += ["--hardware-profile", "cpu-gpu-night-dry-run"]
     code = main(argv)
     printed = capsys.readouterr().out

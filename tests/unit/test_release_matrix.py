@@ -331,8 +331,8 @@ def test_the_specperf_command_runs_a_matrix(
 def test_a_slower_release_is_judged_against_the_interleaved_reference_runs(
     tmp_path: Path,
 ) -> None:
-    """Speed: the fixture item 10 % slower from 1.2 on. Three reference runs (R C R C R) are
-    three passes: 1.2 fails against them at the pass level; against the previous release the
+    """Speed: the fixture item 10 % slower from 1.2 on. Three reference runs (R C R C R) give
+    the three starts a gate needs: 1.2 fails against them; against the previous release the
     change is shown, not judged; MAL is the same as the reference's."""
     runner = FixtureRunner({}, speed={"1.2": 0.9})
     rc, path = matrix(tmp_path, runner, "--versions", "1.1,1.2", "--no-report")
@@ -340,7 +340,7 @@ def test_a_slower_release_is_judged_against_the_interleaved_reference_runs(
     m = load_matrix(path)
     tok = cell(m, "1.2", KEY, "output_throughput_tok_s")
     assert tok.vs_reference.status == "fail" and tok.vs_reference.delta == pytest.approx(-0.1)
-    assert "3 baseline passes" in tok.vs_reference.reason, tok.vs_reference.reason
+    assert "vs 3 baseline starts" in tok.vs_reference.reason, tok.vs_reference.reason
     assert tok.vs_previous.status == "info" and tok.vs_previous.delta == pytest.approx(-0.1)
     assert cell(m, "1.1", KEY, "output_throughput_tok_s").vs_reference.status == "pass"
     assert cell(m, "1.2", KEY, MAL).vs_reference.status == "same"
