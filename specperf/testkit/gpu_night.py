@@ -10,7 +10,8 @@ against it), samples NVML beside it, and reports the figures.
     specperf gpu-night --out OUT --passes check --eagle3-head random -- --method eagle3
                                                  # the MAL gate must FAIL (see below)
 
-``scripts/gpu_run.py`` is the same command under its old name. The suite repository (its
+Where specperf is not installed (a bare CUDA image), ``python -m specperf.testkit.gpu_night``
+from the repository root is the same command. The suite repository (its
 ``tests/perf`` and ``baselines/``) is ``--root``: by default the checkout this package is imported
 from, else the working directory; engines are started with that checkout first on PYTHONPATH.
 
@@ -260,7 +261,7 @@ def write_random_head(shape_dir: Path, like: Path, out: Path, seed: int) -> Path
     save_head(head, out, dtype=torch.bfloat16)
     (out / "README.md").write_text(
         f"random EAGLE3 head (seed {seed}) with the config of {like.name}: a deliberate\n"
-        "regression for scripts/gpu_run.py --eagle3-head random\n"
+        "regression for specperf gpu-night --eagle3-head random\n"
     )
     return out
 
@@ -759,7 +760,7 @@ def default_root() -> Path:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of ``specperf gpu-night`` (and of scripts/gpu_run.py, its old name)."""
+    """The options of ``specperf gpu-night`` (and of ``python -m specperf.testkit.gpu_night``)."""
     ap.add_argument("--out", type=Path, default=Path("gpu-run-out"), help="report folder")
     ap.add_argument(
         "--passes",
@@ -816,8 +817,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``specperf gpu-night ARGV`` without the other subcommands' imports (scripts/gpu_run.py
-    runs it on bare CUDA images): the same parser, help and error handling as the CLI's."""
+    """``specperf gpu-night ARGV`` without the other subcommands' imports (``python -m
+    specperf.testkit.gpu_night`` runs it on bare CUDA images): the same parser, help and error
+    handling as the CLI's."""
     from specperf.cli import COMMANDS, readable_metavars
     from specperf.errors import SpecperfError
 
@@ -930,3 +932,7 @@ def run(args: argparse.Namespace) -> int:
             print(v, flush=True)
     fit_failed = "fit" in names and head.get("exit_code") not in (0, None)
     return max([p["exit_code"] for p in passes] + [1 if fit_failed else 0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -24,7 +24,7 @@ COMMANDS = [
 
 def test_every_command_is_listed() -> None:
     """A new script is either listed here (kept, smoke-tested) or not committed."""
-    kept = {"scripts/setup.sh", "scripts/gpu_run.py", "scripts/verdict_power.py"}
+    kept = {"scripts/setup.sh"}
     kept |= {"benchmarks/vllm_bench_client.py"}  # a helper module of bench_vs_vllm.py
     found = {
         p.relative_to(ROOT).as_posix()
