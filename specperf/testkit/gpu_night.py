@@ -66,9 +66,8 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout (or site folder) hold
 SUITE = ROOT / "specperf" / "suites" / "h200-transformers.toml"
 TIMED_OUT = 124  # a pass stopped at --pass-timeout (as timeout(1) exits)
 # Memory bandwidth per GPU product, from NVIDIA's datasheets, for the roofline line: first match of
-# the name torch reports wins (more specific names first). Session 27's lease came as an H100 80GB
-# HBM3 and the report divided by the H200's 4.8 TB/s, understating its share by 30 %; a GPU not
-# listed gets no roofline unless --hbm-tb-s is given, rather than another card's figure.
+# the name torch reports wins (more specific names first). A GPU not listed gets no roofline
+# unless --hbm-tb-s is given, rather than another card's figure.
 HBM_BYTES_PER_S: tuple[tuple[str, float | None], ...] = (
     ("GH200", None),  # 4.0 (HBM3) or 4.9 TB/s (HBM3e) by its memory: the name does not say
     ("H200", 4.8e12),
@@ -362,8 +361,8 @@ def baseline_contents(folder: Path) -> dict[str, bytes]:
 def annotate_starts(path: Path, since: str, host: dict[str, Any]) -> int:
     """Add ``gpu_uuid`` to the baseline starts this run wrote (date >= ``since`` and this
     hostname): the device machines may share a hostname, the GPU UUID tells hosts apart. The
-    product writes ``boot_id`` itself since 2026-12-04; it is filled in here only where a start
-    lacks it. Returns how many starts were annotated."""
+    product writes ``boot_id`` itself; it is filled in here only where a start lacks it.
+    Returns how many starts were annotated."""
     from specperf.baselines import write_atomic
 
     data = json.loads(path.read_text())
@@ -633,9 +632,8 @@ def verdict_lines(results_dir: Path, pass_name: str, *, stopped: bool = False) -
 
     then one line per session-level check group (``VERDICT check engine transformers-loop:
     FAIL …`` for the engine-wide check, one per cross-engine rule): those are judged once the
-    whole pass has ended and can turn a pass red whose every item passed (session 32, lh16a:
-    the item line said PASS at −6.7 %, the engine-wide check FAIL at p 0.00091, the pass exit 1;
-    only the item line reached the review). FAIL names every failed check; an item without checks
+    whole pass has ended and can turn a pass red whose every item passed. FAIL names every
+    failed check; an item without checks
     (it did not run) says so — "not evaluated" is never a pass — and says when the pass was
     stopped at its time limit (``stopped``: --pass-timeout / --budget-s), so a cut pass is not read
     as an empty one."""

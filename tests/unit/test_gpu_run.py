@@ -62,8 +62,8 @@ def test_no_roofline_without_a_known_bandwidth(
 
 
 def test_a_pass_cut_at_its_time_limit_says_so(gpu_run: ModuleType, tmp_path: Path) -> None:
-    """Session 27's update pass was stopped by --budget-s mid-item and its line read "no checks
-    recorded", as if nothing had run; a cut pass now says it was cut."""
+    """A pass stopped by --budget-s mid-item says it was cut, not "no checks recorded" as if
+    nothing had run."""
     (tmp_path / "transformers-loop-native-gsm8k-c1").mkdir()
     (tmp_path / "transformers-loop-native-gsm8k-c1" / "summary.json").write_text("{}")
     cut = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
@@ -83,10 +83,10 @@ def test_a_pass_with_no_item_results_still_has_a_verdict_line(
 
 
 def test_an_engine_wide_fail_gets_its_own_verdict_line(gpu_run: ModuleType, tmp_path: Path) -> None:
-    """Session 32, lh16a on an H100: the item's checks all passed (−6.7 %, p above the item
-    level) but the engine-wide check, judged by the controller at the end of the pass, failed;
-    the pass exited 1 and the only VERDICT line said PASS. The engine-wide check (verdict.json,
-    no item) now has its own line; an item's checks are not repeated there."""
+    """An item whose checks all passed while the engine-wide check, judged by the controller at
+    the end of the pass, failed: the engine-wide check (verdict.json, no item) has its own
+    VERDICT line, so the red pass does not read as PASS; an item's checks are not repeated
+    there."""
     item = "transformers-loop-native-gsm8k-c1"
     key = "qwen3-8b-shape/transformers-loop/native/gsm8k/c1/greedy"
     (tmp_path / item).mkdir()

@@ -13,8 +13,8 @@ import pytest
 
 from specperf import stats
 
-# Two-level noise as measured on the H200 (docs/data/h200-campaign/judge.py), log scale:
-# (start-to-start sd, pass-to-pass sd) per item.
+# Two-level noise of the size a GPU profile's passes show, log scale: (start-to-start sd,
+# pass-to-pass sd) per item.
 NOISE = {"native": (0.038, 0.036), "eagle3": (0.069, 0.071)}
 BASELINE_PASSES = (3, 3, 3, 3, 3, 3)  # six nightly updates of 3 starts each
 TRIALS = 1500

@@ -1,4 +1,5 @@
-"""The research commands kept in the tree (benchmarks/, scripts/ besides setup.sh) stay runnable:
+"""The research commands kept in the tree (benchmarks/, scripts/ besides setup.sh, which is
+set-up) stay runnable:
 each answers --help without an engine, a GPU or the network. What they measure is documented
 where their figures are used (docs/measurement.md, docs/baselines.md, docs/transformers.md,
 docs/datasets.md)."""

@@ -415,8 +415,7 @@ def test_a_report_only_speed_row_shows_the_figures_its_gate_would_compare():
     """A young baseline's speed row is not judged, but it shows what the armed gate will
     compare — the geometric mean of this run's starts against the baseline starts' — not the
     run's median against the stored value, so the row says the same change on the day the
-    gate arms (session 28: one H100 run read -2.1 % report-only, -1.6 % gated). The
-    engine-wide row carries its ratio too, instead of n/a."""
+    gate arms. The engine-wide row carries its ratio too, instead of n/a."""
     one_day = base_entry(tok_starts=[90.0, 100.0, 100.0, 104.0, 130.0])
     for start in one_day.metrics["output_throughput_tok_s"].starts:
         start["date"] = "2026-12-01T16:00:00Z"
@@ -912,7 +911,7 @@ def test_speed_of_a_too_short_item_is_not_judged():
 def test_a_cut_runs_start_summary_is_judged_not_a_traceback():
     """A run cut after its first start (a device's time limit, Ctrl-C before the item ended)
     leaves that start's own summary.json, whose ``repeats`` is the planned count, not the
-    item's list of starts: `specperf verdict` crashed on one (session 15's t2 on the H200)."""
+    item's list of starts: `specperf verdict` judges it instead of raising."""
     cut = summary(tok_s=50.0, duration_s=6.0)
     cut["repeats"] = 3
     checks = vd.evaluate_item(vd.ItemResult(cut), base_entry(), POL, hardware_profile="hw")
@@ -1092,8 +1091,8 @@ def test_item_spread_is_pooled_over_its_engine_configs_siblings_only():
 
 def test_alpha_counts_only_checks_the_matrix_can_have():
     """A native item has no acceptance checks and an engine with native items only no
-    engine-wide MAL check; budget counted for them was spent on nothing (session 16: the H200
-    suite's decode-loop engine halved the other engine's engine-wide level)."""
+    engine-wide MAL check; budget counted for them would be spent on nothing (a native-only
+    engine would halve the other engine's engine-wide level)."""
     native = dataclasses.replace(KEY, method="native")
     loop_native = dataclasses.replace(native, engine="loop")
     a = vd.check_alpha(POL, [native, KEY, loop_native])
@@ -1119,8 +1118,8 @@ def test_an_engine_with_one_item_is_judged_engine_wide():
 
 
 def test_a_statistical_check_carries_its_p_value():
-    """Scripts that tabulate verdicts (benchmarks/verdict_proofs.py, the evidence scripts under
-    docs/data) read the test's p from the check, not by parsing its reason text; the field
+    """Scripts that tabulate verdicts (benchmarks/verdict_proofs.py) read the test's p from the
+    check, not by parsing its reason text; the field
     survives verdict.json. An item check and the engine-wide one, passing and failing."""
     entry = base_entry()
     bf = bl.BaselineFile(Path("x.json"))
