@@ -1,7 +1,7 @@
 """specperf.stats, the pass above the start: a run's starts share its host and window, so with
 enough baseline passes the verdict compares this run as ONE pass value with the spread of the
-baseline's pass means (docs/baselines.md, "Above the start: the pass"). Seeded simulations of
-the measured H200 shape (pass-to-pass spread = start-to-start spread) show why: counting a
+baseline's pass means (docs/verdict.md, "The decision"). Seeded simulations where the
+pass-to-pass spread equals the start-to-start spread show why: counting a
 3-start run as three independent values raises the false-alarm rate many times over its level."""
 
 from __future__ import annotations
