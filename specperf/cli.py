@@ -104,6 +104,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "  specperf gpu-night --out night --passes fit      # then --passes check (same machine)\n"
         "  specperf gpu-night --out dry --shapes tiny --device cpu --passes check",
     ),
+    "validation": (
+        "specperf.verdict.pages",
+        "the generated validation pages: what each profile gates, false-alarm rate, power",
+        "Write docs/validation/<profile>.md for every committed baseline file: what it gates "
+        "(armed or report-only, with the verdict's reason) and the false-alarm rate and power "
+        "resampled from its recorded starts, as docs/validation/inputs.toml asks. --check "
+        "writes nothing and exits 1 when a committed page differs (the CI check).\n\n"
+        "  specperf validation\n  specperf validation --check",
+    ),
     "merge": (
         "specperf.report.merge",
         "merge shard/GPU/host results into one set, one verdict",

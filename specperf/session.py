@@ -63,9 +63,9 @@ class SessionOptions:
     selected: tuple[str, ...] | None = None
     # Called with the repeat number k >= 2 after the previous start's engine is stopped and before
     # the next one starts (``restart_between_repeats`` only). An A/B comparison on a shared host
-    # runs the other configuration's start here, so both sides share the window start by start:
-    # measured on the 2-core CI kind, an unchanged engine ran 17 % slower minutes after its
-    # one-block baseline (docs/baselines.md, "Same-window comparisons must interleave").
+    # runs the other configuration's start here, so both sides share the window start by start
+    # (a one-block baseline misses the drift that follows it: docs/baselines.md, "Same-window
+    # comparisons must interleave").
     between_starts: Callable[[int], None] | None = None
 
 

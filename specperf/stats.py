@@ -1,6 +1,6 @@
 """The statistics of a verdict: is this run's metric worse than the baseline's, beyond noise?
 
-Why this shape (docs/baselines.md, "How a noisy metric is decided"):
+Why this shape (docs/verdict.md, "The decision"):
 - The unit is the ENGINE START. Requests of one start share that start's speed (its memory
   layout, thread placement, clocks), so pooling requests would count one start's luck many
   times (pseudo-replication) and flag ordinary start-to-start differences. Baselines therefore
@@ -35,15 +35,13 @@ Why this shape (docs/baselines.md, "How a noisy metric is decided"):
   slowdown that no single noisy item can show stands out in the mean of many.
 - Above the start there is the PASS: one run on one host in one window (a night's job, a GPU
   machine's lease). Its starts share the host's and the hour's speed, so K starts of one pass are
-  not K independent draws, any more than a start's requests are. Measured on the H200 (six GPUs,
-  two days, docs/data/h200-campaign/judge.py): the pass-to-pass spread is as large as the
-  start-to-start spread (native 3.3 vs 4.0 %, EAGLE3 7.1 vs 6.9 %), and a test that takes a
-  3-start run as 3 independent values then has an engine-wide false-alarm rate of ~2.5 % at a
-  level of 0.25 % (docs/baselines.md, "Above the start: the pass").
-  So when the baseline's starts come from at least ``MIN_BASELINE_PASSES`` passes, the unit is the
-  pass: this run's starts are averaged into one pass value, compared with the spread of the
-  baseline's pass means (``decide(..., baseline_passes=...)``). With fewer passes the starts are
-  tested as independent values, and the reason says so.
+  not K independent draws, any more than a start's requests are: where the pass-to-pass spread
+  is as large as the start-to-start spread, a test that takes a 3-start run as 3 independent
+  values has a false-alarm rate many times its level. So when the baseline's starts come from
+  at least ``MIN_BASELINE_PASSES`` passes, the unit is the pass: this run's starts are averaged
+  into one pass value, compared with the spread of the baseline's pass means (``decide(...,
+  baseline_passes=...)``). With fewer passes the starts are tested as independent values, and
+  the reason says so.
 """
 
 from __future__ import annotations

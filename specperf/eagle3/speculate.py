@@ -45,15 +45,15 @@ OnStep = Callable[[StepInfo], None]
 
 
 class PhaseClock:
-    """Draft/verify seconds of one verify step without a host sync of its own (issue 14).
+    """Draft/verify seconds of one verify step without a host sync of its own.
 
     On CUDA two events bracket the draft phase on the stream; they are read after the verify's
     tokens reached the host (that copy already waits for the stream, so both events are done).
     draft = event time from the step's start to the end of the draft kernels (the GPU is idle at
     the step's start: the previous step ended with a host copy); verify = the rest of the step's
-    wall time. Until issue 14 a ``torch.cuda.synchronize`` after the draft phase measured the
-    same split at the price of one more host round trip per step. On CPU the host clock is the
-    device clock."""
+    wall time (a ``torch.cuda.synchronize`` after the draft phase would give the same split at
+    the price of one more host round trip per step). On CPU the host clock is the device
+    clock."""
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"

@@ -73,8 +73,8 @@ class TargetRunner:
     decoder layer L, i.e. ``hidden_states[L]`` of transformers' output (index 0 = embeddings).
 
     The sequence length is kept on the host: a static cache holds it in a device tensor, and
-    reading that (``cache.get_seq_length().item()``) is a host sync — three of them per verify
-    step before this was tracked here (issue 14).
+    reading that (``cache.get_seq_length().item()``) would be a host sync, several per verify
+    step.
     """
 
     def __init__(

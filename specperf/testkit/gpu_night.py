@@ -10,7 +10,8 @@ against it), samples NVML beside it, and reports the figures.
     specperf gpu-night --out OUT --passes check --eagle3-head random -- --method eagle3
                                                  # the MAL gate must FAIL (see below)
 
-``scripts/gpu_run.py`` is the same command under its old name. The suite repository (its
+Where specperf is not installed (a bare CUDA image), ``python -m specperf.testkit.gpu_night``
+from the repository root is the same command. The suite repository (its
 ``tests/perf`` and ``baselines/``) is ``--root``: by default the checkout this package is imported
 from, else the working directory; engines are started with that checkout first on PYTHONPATH.
 
@@ -65,9 +66,8 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout (or site folder) hold
 SUITE = ROOT / "specperf" / "suites" / "h200-transformers.toml"
 TIMED_OUT = 124  # a pass stopped at --pass-timeout (as timeout(1) exits)
 # Memory bandwidth per GPU product, from NVIDIA's datasheets, for the roofline line: first match of
-# the name torch reports wins (more specific names first). Session 27's lease came as an H100 80GB
-# HBM3 and the report divided by the H200's 4.8 TB/s, understating its share by 30 %; a GPU not
-# listed gets no roofline unless --hbm-tb-s is given, rather than another card's figure.
+# the name torch reports wins (more specific names first). A GPU not listed gets no roofline
+# unless --hbm-tb-s is given, rather than another card's figure.
 HBM_BYTES_PER_S: tuple[tuple[str, float | None], ...] = (
     ("GH200", None),  # 4.0 (HBM3) or 4.9 TB/s (HBM3e) by its memory: the name does not say
     ("H200", 4.8e12),
@@ -260,7 +260,7 @@ def write_random_head(shape_dir: Path, like: Path, out: Path, seed: int) -> Path
     save_head(head, out, dtype=torch.bfloat16)
     (out / "README.md").write_text(
         f"random EAGLE3 head (seed {seed}) with the config of {like.name}: a deliberate\n"
-        "regression for scripts/gpu_run.py --eagle3-head random\n"
+        "regression for specperf gpu-night --eagle3-head random\n"
     )
     return out
 
@@ -361,8 +361,8 @@ def baseline_contents(folder: Path) -> dict[str, bytes]:
 def annotate_starts(path: Path, since: str, host: dict[str, Any]) -> int:
     """Add ``gpu_uuid`` to the baseline starts this run wrote (date >= ``since`` and this
     hostname): the device machines may share a hostname, the GPU UUID tells hosts apart. The
-    product writes ``boot_id`` itself since 2026-12-04; it is filled in here only where a start
-    lacks it. Returns how many starts were annotated."""
+    product writes ``boot_id`` itself; it is filled in here only where a start lacks it.
+    Returns how many starts were annotated."""
     from specperf.baselines import write_atomic
 
     data = json.loads(path.read_text())
@@ -632,9 +632,8 @@ def verdict_lines(results_dir: Path, pass_name: str, *, stopped: bool = False) -
 
     then one line per session-level check group (``VERDICT check engine transformers-loop:
     FAIL …`` for the engine-wide check, one per cross-engine rule): those are judged once the
-    whole pass has ended and can turn a pass red whose every item passed (session 32, lh16a:
-    the item line said PASS at −6.7 %, the engine-wide check FAIL at p 0.00091, the pass exit 1;
-    only the item line reached the review). FAIL names every failed check; an item without checks
+    whole pass has ended and can turn a pass red whose every item passed. FAIL names every
+    failed check; an item without checks
     (it did not run) says so — "not evaluated" is never a pass — and says when the pass was
     stopped at its time limit (``stopped``: --pass-timeout / --budget-s), so a cut pass is not read
     as an empty one."""
@@ -759,7 +758,7 @@ def default_root() -> Path:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of ``specperf gpu-night`` (and of scripts/gpu_run.py, its old name)."""
+    """The options of ``specperf gpu-night`` (and of ``python -m specperf.testkit.gpu_night``)."""
     ap.add_argument("--out", type=Path, default=Path("gpu-run-out"), help="report folder")
     ap.add_argument(
         "--passes",
@@ -816,8 +815,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``specperf gpu-night ARGV`` without the other subcommands' imports (scripts/gpu_run.py
-    runs it on bare CUDA images): the same parser, help and error handling as the CLI's."""
+    """``specperf gpu-night ARGV`` without the other subcommands' imports (``python -m
+    specperf.testkit.gpu_night`` runs it on bare CUDA images): the same parser, help and error
+    handling as the CLI's."""
     from specperf.cli import COMMANDS, readable_metavars
     from specperf.errors import SpecperfError
 
@@ -930,3 +930,7 @@ def run(args: argparse.Namespace) -> int:
             print(v, flush=True)
     fit_failed = "fit" in names and head.get("exit_code") not in (0, None)
     return max([p["exit_code"] for p in passes] + [1 if fit_failed else 0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

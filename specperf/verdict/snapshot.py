@@ -118,8 +118,8 @@ def policies_from_snapshot(snap: Mapping[str, Any] | None) -> dict[str, MetricPo
 
 
 def alpha_from_snapshot(snap: Mapping[str, Any] | None) -> AlphaSplit | None:
-    """The levels the run decided with (None: a folder written before session 16, whose levels
-    the verdict then recomputes from the items it holds)."""
+    """The levels the run decided with (None: a folder whose snapshot records no levels; the
+    verdict then recomputes them from the items it holds)."""
     levels = _snapshot(snap).alpha
     return levels.split() if levels else None
 

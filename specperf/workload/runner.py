@@ -242,7 +242,7 @@ async def _run_slots(
                     end = await runner.send(rec, list(messages))
                     # let the streams whose chunks already arrived take their timestamps
                     # before this slot's bookkeeping and next send use the loop (at the end of
-                    # a wave many requests finish together; issue 15)
+                    # a wave many requests finish together)
                     await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     if on_record:

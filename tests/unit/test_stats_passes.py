@@ -1,7 +1,7 @@
 """specperf.stats, the pass above the start: a run's starts share its host and window, so with
 enough baseline passes the verdict compares this run as ONE pass value with the spread of the
-baseline's pass means (docs/baselines.md, "Above the start: the pass"). Seeded simulations of
-the measured H200 shape (pass-to-pass spread = start-to-start spread) show why: counting a
+baseline's pass means (docs/verdict.md, "The decision"). Seeded simulations where the
+pass-to-pass spread equals the start-to-start spread show why: counting a
 3-start run as three independent values raises the false-alarm rate many times over its level."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from specperf import stats
 
-# Two-level noise as measured on the H200 (docs/data/h200-campaign/judge.py), log scale:
-# (start-to-start sd, pass-to-pass sd) per item.
+# Two-level noise of the size a GPU profile's passes show, log scale: (start-to-start sd,
+# pass-to-pass sd) per item.
 NOISE = {"native": (0.038, 0.036), "eagle3": (0.069, 0.071)}
 BASELINE_PASSES = (3, 3, 3, 3, 3, 3)  # six nightly updates of 3 starts each
 TRIALS = 1500

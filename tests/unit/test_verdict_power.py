@@ -1,20 +1,18 @@
-"""scripts/verdict_power.py: leave-one-pass-out resampling, engine-wide rows of one-item engines,
-the gate column and named doc blocks."""
+"""specperf.verdict.power: leave-one-pass-out resampling, engine-wide rows of one-item engines,
+the gate column, leave-one-machine-out."""
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from specperf.baselines import BaselineEntry, BaselineFile, BaselineMetric, dump
+from specperf.baselines import BaselineEntry, BaselineFile, BaselineMetric
 from specperf.config import ItemKey, MetricPolicy
+from specperf.verdict import power as vp
 
-ROOT = Path(__file__).resolve().parents[2]
 TPS = "output_throughput_tok_s"
 MAL = "mean_acceptance_length"
 POLICIES = {
@@ -22,19 +20,6 @@ POLICIES = {
     MAL: MetricPolicy(MAL, "higher", 0.02, "always"),
 }
 ALPHA = 0.001
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "verdict_power", ROOT / "scripts" / "verdict_power.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-vp = _script()
 
 
 def _starts(
@@ -146,70 +131,6 @@ def test_engine_with_some_report_only_items_gates_over_the_others() -> None:
     assert row["gate"] == "gated" and row["key"] == "engine e (1 item)"
 
 
-def _baseline_json(tmp_path: Path) -> Path:
-    path = tmp_path / "b.json"
-    bf = _file(_entry("m/e/native/d/c1/greedy", {TPS: _starts(_tight(4))}), path=path)
-    path.write_text(dump(bf), encoding="utf-8")
-    return path
-
-
-DOC = """# doc
-
-intro
-<!-- power:begin -->
-OLD-UNNAMED
-<!-- power:end -->
-
-between
-<!-- power:begin h200 -->
-OLD-NAMED
-<!-- power:end h200 -->
-tail
-"""
-
-
-def test_block_writes_only_between_its_own_markers(tmp_path: Path) -> None:
-    doc = tmp_path / "doc.md"
-    doc.write_text(DOC, encoding="utf-8")
-    rc = vp.main([str(_baseline_json(tmp_path)), "--block", "h200", "--write-docs", str(doc)])
-    assert rc == 0
-    text = doc.read_text(encoding="utf-8")
-    head, named = text.split("<!-- power:begin h200 -->\n")
-    assert head == DOC.split("<!-- power:begin h200 -->\n")[0]  # unnamed block untouched
-    body, tail = named.split("<!-- power:end h200 -->")
-    assert "OLD-NAMED" not in body and "| m/e/native/d/c1/greedy | output_throughput" in body
-    assert tail == "\ntail\n"
-    # without --block: the unnamed block, the named one kept
-    assert vp.main([str(_baseline_json(tmp_path)), "--write-docs", str(doc)]) == 0
-    text = doc.read_text(encoding="utf-8")
-    assert "OLD-UNNAMED" not in text and text.count("Resampled from") == 2
-
-
-def test_missing_marker_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    doc = tmp_path / "doc.md"
-    doc.write_text(DOC, encoding="utf-8")
-    rc = vp.main([str(_baseline_json(tmp_path)), "--block", "other", "--write-docs", str(doc)])
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert str(doc) in err and "<!-- power:begin other -->" in err
-    assert doc.read_text(encoding="utf-8") == DOC
-    doc.write_text("<!-- power:begin -->\nno end\n", encoding="utf-8")
-    assert vp.main([str(_baseline_json(tmp_path)), "--write-docs", str(doc)]) == 2
-    assert "<!-- power:end -->" in capsys.readouterr().err
-
-
-def test_starts_means_leave_starts_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """``--starts K`` alone keeps its documented meaning (leave K starts out); asked together
-    with whole passes it is refused with a one-line reason."""
-    path = _baseline_json(tmp_path)
-    assert vp.main([str(path), "--starts", "2"]) == 0
-    assert "leave-2-out" in capsys.readouterr().out
-    assert vp.main([str(path), "--starts", "2", "--leave-out", "pass"]) == 2
-    assert "--leave-out start" in capsys.readouterr().err
-    assert vp.main([str(path), "--starts", "2", "--leave-out", "start"]) == 0
-    assert "leave-2-out" in capsys.readouterr().out
-
-
 def _on_machines(passes_per_machine: dict[str, list[list[float]]]) -> list[dict[str, Any]]:
     """Per-start records of several GPUs (``gpu_uuid``), each pass its own date and boot."""
     out, i = [], 0
@@ -247,15 +168,9 @@ def test_machine_mode_counts_each_machine_once() -> None:
     assert vp._rate([True, False], [1.0, 1.0]) == 0.5
 
 
-def test_machine_mode_on_one_machine_says_why_it_has_no_rows(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_machine_mode_on_one_machine_gives_no_rows() -> None:
     # as a CPU file stores them: host and date only, so every pass ran on one machine
     starts = [{k: v for k, v in s.items() if k != "boot_id"} for s in _starts(_tight(4))]
-    path = tmp_path / "cpu.json"
-    path.write_text(dump(_file(_entry("m/e/native/d/c1/greedy", {TPS: starts}))), encoding="utf-8")
-    assert vp.main([str(path), "--leave-out", "pass"]) == 0
-    capsys.readouterr()
-    assert vp.main([str(path), "--leave-out", "machine"]) == 2
-    err = capsys.readouterr().err
-    assert "2 or more machines" in err and str(path) in err
+    bf = _file(_entry("m/e/native/d/c1/greedy", {TPS: starts}))
+    assert vp.item_rows(bf, POLICIES, ALPHA, leave_out="pass")
+    assert vp.item_rows(bf, POLICIES, ALPHA, leave_out="machine") == []

@@ -9,10 +9,8 @@ pool → measure → verdict → baseline update; the pytest fixture is a thin w
 * 10 reruns with acceptance dialled ~5 % down (MAL 3.94 → 3.71): all must fail on MAL.
 
 Default tolerances (minimum effects: tok/s 5 %, MAL 5 %) and the suite's per-check alpha
-(0.001) throughout. Measured 2026-12-01 on the 2-core AVX-512 EPYC at load ~4: baseline starts
-245.8-249.4 tok/s (CV 0.4 %); unchanged 0/10 failed (deltas -1.4..+0.3 %); -10 % dialled 10/10
-failed (-9.9..-9.5 %); MAL -5 % dialled 10/10 failed (-5.9 %). The same rule on a real engine is
-only as sharp as its starts are alike: docs/baselines.md's power table. Run this file as a script
+(0.001) throughout. The same rule on a real engine is only as sharp as its starts are alike:
+the validation pages' power tables (docs/validation/). Run this file as a script
 to print the figures: ``python -m tests.unit.test_verdict_quality``.
 """
 

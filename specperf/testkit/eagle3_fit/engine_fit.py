@@ -26,7 +26,7 @@ from specperf.testkit.eagle3_fit.training import deterministic_training, train_f
 # A random-weight target of a real shape (the h200-transformers suite: Qwen3-8B's shape, vocab
 # 151936) has near-tied top logits, so another kernel schedule — batched eager ``generate()``
 # instead of the served, compiled verify step — picks another greedy token within a few tokens
-# (measured on the H200: compiled and eager differed at token 1). A head distilled on
+# (compiled and eager can differ at the first token). A head distilled on
 # ``generate()``'s continuations would then be judged on continuations it never saw. So this fit
 # takes its data from the ENGINE's own path: the server's start-up code
 # (``hf_server.start_backend``) builds target and EAGLE3 backend with the suite's own server

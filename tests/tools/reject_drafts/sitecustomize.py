@@ -15,7 +15,7 @@ At temperature 0 a replaced draft is simply rejected (the target's token is kept
 stay lossless: only the number of accepted tokens per verify step falls — exactly the regression
 "a release that makes EAGLE3 accept fewer tokens" looks like. Never on a production engine: it
 exists to prove that the verdict sees a MAL drop (``benchmarks/verdict_proofs.py --condition
-reject``, ``scripts/gpu_run.py`` with the variables set).
+reject``, ``specperf gpu-night`` with the variables set).
 """
 
 from __future__ import annotations

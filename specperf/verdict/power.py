@@ -1,91 +1,61 @@
-#!/usr/bin/env python3
 """False-alarm rate and power of the verdict statistics, from the per-start values a baseline
-file recorded (resampling, no engine needed).
+file recorded (resampling with the verdict's own functions; no engine needed).
 
-    python scripts/verdict_power.py baselines/cpu-amd-epyc-avx512-2c.json [--suite cpu-tiny]
-        [--leave-out {pass,start,machine}] [--starts 1]
-        [--write-docs docs/baselines.md [--block NAME]]
-
-The verdict's unit is the pass (one run: its starts share the host and the hour, stats module
-docstring), so by default (``--leave-out pass``) each recorded pass in turn plays "tonight's
-run", ALL its starts, and the other passes' starts (with their pass labels) the baseline
-(leave-one-pass-out). ``--leave-out start`` instead lets each subset of ``--starts`` starts play
+The verdict's unit is the pass (one run: its starts share the host and the window, stats module
+docstring), so in ``leave_out="pass"`` each recorded pass in turn plays "tonight's run", ALL its
+starts, and the other passes' starts (with their pass labels) the baseline
+(leave-one-pass-out). ``leave_out="start"`` instead lets each subset of ``k`` starts play
 tonight (leave-k-out); for k > 1 it takes tonight's starts from different passes when each start
 is its own pass, and then OVER-states what one pass of k starts gives. A metric is resampled
-when every split leaves at least MIN_BASELINE_STARTS baseline starts (leave-k-out: at least
-MIN_BASELINE_STARTS + k starts); a file where each start is its own pass gives the same splits
-either way.
+when every split leaves at least ``stats.MIN_BASELINE_STARTS`` baseline starts (leave-k-out: at
+least ``MIN_BASELINE_STARTS + k``).
 
-``--leave-out machine`` asks what a nightly on a machine the baseline has never seen would get:
+``leave_out="machine"`` asks what a nightly on a machine the baseline has never seen would get:
 each pass in turn plays tonight, and the baseline is only the passes of OTHER machines (a GPU by
-its UUID, else the boot id, else the host name), so the held-out machine's own other passes do
-not vouch for it; each machine counts once (its passes' splits share one weight), so the rates
-are over machines. Leave-one-pass-out keeps them, and where machines differ (two H100 hosts 3 %
-apart) it over-states power and under-states false alarms for a new machine. A metric whose
-starts come from one machine gives no split in this mode.
+its UUID, else the boot id, else the host name); each machine counts once (its passes' splits
+share one weight), so the rates are over machines. A metric whose starts come from one machine
+gives no split in this mode.
 
 For every gated metric of every entry: unchanged, the share of the splits judged a regression
 (the false-alarm rate); power at -5/-10/-25 %, the same splits with tonight's values moved by
 that much in the bad direction (x(1-e) for higher-is-better metrics, x(1+e) for lower). The
-same for the engine-wide check (engines of one item included, as the verdict judges them), where
-one pass (or the k-th starts) of every item of an engine plays tonight together. The starts of
-config siblings that pool into an item's spread (verdict.spread_peers) from tonight's run are
-left out of that spread too. Runs are matched across items by pass label; where the items share
-no label (files whose writer stamped each item with its own time) and have as many passes, the
-i-th pass of each is taken as one run (leave-k-out: the i-th start). alpha is the suite's
-per-check level (the run's 1 % budget split over its gated checks, ``stats.split_alpha``),
-exactly as ``pytest -m perf`` decides.
+same for the engine-wide check, where one pass (or the k-th starts) of every item of an engine
+plays tonight together. The starts of config siblings that pool into an item's spread
+(``spread_peers``) from tonight's run are left out of that spread too. Runs are matched across
+items by pass label; where the items share no label and have as many passes, the i-th pass of
+each is taken as one run. alpha is the suite's per-check level (``suite_levels``), exactly as
+``pytest -m perf`` decides.
 
-The ``gate`` column applies the product's own rule (``verdict.evidence.unarmed``): a metric
-whose baseline has too few starts, or a hardware-bound one whose starts span too few windows
-(12 h apart) or passes, is only reported, not gated,
-until more are appended; its power is what the check would have once gated. An engine-wide
-row is report-only when every item of the engine is; otherwise it is computed, as the verdict
-does, over the items that gate.
+The ``gate`` column applies the verdict's evidence rule (``evidence.unarmed``): a metric that
+rule does not arm is only reported; its power is what the check would have once armed. An
+engine-wide row is report-only when every item of the engine is; otherwise it is computed, as
+the verdict does, over the items that gate.
 
-With ``--write-docs`` the table replaces the block between ``<!-- power:begin -->`` and
-``<!-- power:end -->`` in that file (``--block NAME``: ``<!-- power:begin NAME -->`` and
-``<!-- power:end NAME -->``).
-
-What it cannot show: effects that are not a uniform shift of every start (a bimodal engine), and
-noise sources absent from the recorded starts (another host, another day): the table is only as
-good as the spread the baseline captured. ``--leave-out machine`` estimates the first from the
-machines the file did see.
+What it cannot show: effects that are not a uniform shift of every start (a bimodal engine),
+and noise sources absent from the recorded starts: the tables are only as good as the spread
+the baseline captured.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import re
 import statistics
-import sys
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from specperf import stats  # noqa: E402
-from specperf import verdict as vd  # noqa: E402
-from specperf.baselines import BaselineEntry, BaselineFile, cannot_fail, load_baselines  # noqa: E402
-from specperf.config import MetricPolicy, load_suite  # noqa: E402
-from specperf.verdict.evidence import unarmed  # noqa: E402
+from specperf import stats
+from specperf.baselines import BaselineEntry, BaselineFile, cannot_fail
+from specperf.config import MetricPolicy
+from specperf.verdict.engine_wide import ENGINE_WIDE_METRICS
+from specperf.verdict.evidence import unarmed
+from specperf.verdict.spread import config_siblings, spread_peers
 
 EFFECTS = (0.05, 0.10, 0.25)
 LEAVE_OUT = ("pass", "start", "machine")
 GATED = "gated"
 
-
-def markers(block: str | None = None) -> tuple[str, str]:
-    """The begin / end markers of the power block (named, or the unnamed one)."""
-    name = f" {block}" if block else ""
-    return f"<!-- power:begin{name} -->", f"<!-- power:end{name} -->"
-
-
-BEGIN, END = markers()
 
 # A split: tonight's start indices, the baseline's, and per peer the indices of its starts
 # that stay in the pooled spread (those of tonight's run left out).
@@ -202,7 +172,7 @@ def item_rows(
             if bm.report_only or cannot_fail(metric, bm.value, bm.direction, pol.tolerance):
                 continue
             labels = entry.start_passes(metric)
-            peer_entries = vd.spread_peers(entry, vd.config_siblings(bf, entry.key), metric)
+            peer_entries = spread_peers(entry, config_siblings(bf, entry.key), metric)
             peers = [p.start_values(metric) for p in peer_entries]
             peer_labels = [p.start_passes(metric) for p in peer_entries]
             splits: list[Split] = []
@@ -304,7 +274,7 @@ def engine_rows(
     rows = []
     engines = sorted({e.key.engine for e in bf.entries.values()})
     for engine in engines:
-        for metric in vd.ENGINE_WIDE_METRICS:
+        for metric in ENGINE_WIDE_METRICS:
             pol = policies.get(metric)
             if pol is None or pol.gate == "never" or pol.direction not in ("higher", "lower"):
                 continue
@@ -417,31 +387,31 @@ def _starts_cell(row: dict[str, Any]) -> str:
     return str(n) if p >= n and not where else f"{n} ({p} passes{where})"
 
 
+def describe(leave_out: str, k: int = 1) -> str:
+    """How the splits of ``leave_out`` (with ``k`` starts for "start") are made, in words."""
+    if leave_out == "start":
+        return f"leave-{k}-out over recorded engine starts"
+    if leave_out == "machine":
+        return (
+            "leave-one-machine-out: each recorded pass in turn is tonight's run, judged against "
+            "the passes of the other machines only; rates over machines, each counted once"
+        )
+    return "leave-one-pass-out: each recorded pass in turn is tonight's run, all its starts"
+
+
 def table(
     rows: list[dict[str, Any]],
     alpha: stats.AlphaSplit,
     k: int,
     source: str,
-    suite: str = "cpu-tiny",
     leave_out: str = "pass",
 ) -> str:
-    suite_arg = "" if suite == "cpu-tiny" else f" --suite {suite}"
-    if leave_out == "start":
-        how = f"leave-{k}-out over recorded engine starts"
-        args = " --leave-out start" + ("" if k == 1 else f" --starts {k}")
-    elif leave_out == "machine":
-        how = (
-            "leave-one-machine-out: each recorded pass in turn is tonight's run, judged against "
-            "the passes of the other machines only; rates over machines, each counted once"
-        )
-        args = " --leave-out machine"
-    else:
-        how = "leave-one-pass-out: each recorded pass in turn is tonight's run, all its starts"
-        args = ""
+    """A Markdown table of ``rows`` (``item_rows`` + ``engine_rows``), headed by how it was
+    resampled from ``source``."""
     head = (
-        f"Resampled from `{source}` ({how}; "
-        f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}; "
-        f"`python scripts/verdict_power.py {source}{suite_arg}{args}`):\n\n"
+        f"Resampled from `{source}` ({describe(leave_out, k)}; "
+        f"alpha per item check {alpha.item:.2g}, per engine-wide check {alpha.engine_wide:.2g}):"
+        "\n\n"
         "| item | metric | gate | starts | spread from | CV | min effect | false alarm | "
         "power -5 % | power -10 % | power -25 % |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
@@ -452,92 +422,3 @@ def table(
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"
-
-
-def write_block(path: Path, text: str, block: str | None = None) -> str | None:
-    """Replace the text between the block's markers in ``path``; the error line, or None."""
-    begin, end = markers(block)
-    doc = path.read_text(encoding="utf-8")
-    i = doc.find(begin)
-    if i < 0:
-        return f"{path}: marker {begin} not found"
-    j = doc.find(end, i + len(begin))
-    if j < 0:
-        return f"{path}: marker {end} not found after {begin}"
-    path.write_text(doc[:i] + begin + "\n" + text + doc[j:], encoding="utf-8")
-    return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("baseline", type=Path, help="a baseline file with per-start values")
-    ap.add_argument("--suite", default="cpu-tiny", help="suite whose policies/alpha apply")
-    ap.add_argument(
-        "--leave-out",
-        choices=LEAVE_OUT,
-        default=None,
-        help="what plays tonight's run: one whole pass (the default, as the verdict judges), "
-        "--starts starts (the default when --starts is given), or one pass judged against the "
-        "other machines' passes only (machine)",
-    )
-    ap.add_argument(
-        "--starts", type=int, default=1, help="starts per simulated run (--leave-out start)"
-    )
-    ap.add_argument("--write-docs", type=Path, default=None, help="replace the power block")
-    ap.add_argument(
-        "--block", default=None, help="the named block <!-- power:begin NAME --> to replace"
-    )
-    args = ap.parse_args(argv)
-    if args.starts < 1:
-        print(f"--starts {args.starts}: expected 1 or more", file=sys.stderr)
-        return 2
-    if args.leave_out is None:  # --starts K alone: the leave-K-starts-out of earlier docs
-        args.leave_out = "start" if args.starts != 1 else "pass"
-    if args.leave_out != "start" and args.starts != 1:
-        print(
-            f"--starts {args.starts} applies to --leave-out start (--leave-out "
-            f"{args.leave_out} leaves out whole passes)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.block is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", args.block):
-        print(f"--block {args.block!r}: use letters, digits, '.', '_' or '-'", file=sys.stderr)
-        return 2
-    suite = load_suite(args.suite)
-    alpha = vd.suite_levels(suite)
-    bf = load_baselines(args.baseline)
-    if not bf.entries:
-        print(f"{args.baseline}: no entries", file=sys.stderr)
-        return 2
-    # the item's own [workload] min_baseline_days decides its speed gate (evidence.unarmed)
-    summaries = {
-        it.key.as_str(): {"workload": {"min_baseline_days": it.workload.min_baseline_days}}
-        for it in suite.items()
-    }
-    policies = dict(suite.metrics)
-    rows = item_rows(bf, policies, alpha.item, args.starts, args.leave_out, summaries)
-    rows += engine_rows(bf, policies, alpha.engine_wide, args.starts, args.leave_out, summaries)
-    if not rows:
-        why = (
-            f"from other machines than each pass's (needs starts from 2 or more machines, "
-            f"at least {stats.MIN_BASELINE_STARTS} of them off each)"
-            if args.leave_out == "machine"
-            else "to resample"
-        )
-        print(f"{args.baseline}: no gated metric has enough starts {why}", file=sys.stderr)
-        return 2
-    rel = args.baseline.resolve()
-    if rel.is_relative_to(ROOT):
-        rel = rel.relative_to(ROOT)
-    text = table(rows, alpha, args.starts, str(rel), args.suite, args.leave_out)
-    print(text)
-    if args.write_docs:
-        err = write_block(args.write_docs, text, args.block)
-        if err:
-            print(err, file=sys.stderr)
-            return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
