@@ -89,8 +89,8 @@ def _matches_nothing(rule: Rule, wanted: set[str] | None) -> Check:
     if wanted is not None and not in_scope:
         kind = "rule scope matches no item"
         why = (
-            f"its scope {dict(rule.match)} matches no item this run selected (a typo in the "
-            "scope, or a rule for another suite)"
+            f"its scope {dict(rule.match)} matches no item this run selected (a filter left "
+            "them out, a rule for another suite, or a typo in the scope)"
         )
     else:
         kind = "rule not measured"
