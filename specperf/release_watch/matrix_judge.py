@@ -395,12 +395,23 @@ def judge_matrix(m: Matrix) -> Reference | None:
             mine = [c for c in m.cells if c.release == rel and c.vs_reference]
             fails = [c for c in mine if c.vs_reference.status == "fail"]  # type: ignore[union-attr]
             changed = [c for c in mine if c.vs_reference.status == "changed"]  # type: ignore[union-attr]
-            row.status = "regression" if fails else ("changed" if changed else "pass")
+            # items the reference measured that this release did not (a method it refused):
+            # the release is not shown to be as good there, so it is not a plain pass
+            unmeasured = sorted(
+                {c.item for c in mine if c.value is None and c.vs_reference.method == "none"}  # type: ignore[union-attr]
+            )
+            row.status = (
+                "regression"
+                if fails
+                else "changed" if changed else "incomplete" if unmeasured else "pass"
+            )
             row.reason = "; ".join(
                 f"{c.item}: {c.metric} {c.vs_reference.status}"  # type: ignore[union-attr]
                 + ("" if c.vs_reference.delta is None else f" {c.vs_reference.delta:+.1%}")  # type: ignore[union-attr]
                 for c in (fails + changed)[:5]
             )
+            if row.status == "incomplete":
+                row.reason = f"not evaluated: {', '.join(unmeasured)}"
         prev = rel
     return ref
 
@@ -410,6 +421,6 @@ def exit_code(m: Matrix) -> int:
     cands = [r for r in m.rows if r.role == "candidate"]
     if any(r.status == "regression" for r in cands):
         return 1
-    if not any(r.status in ("pass", "changed") for r in cands):
+    if not any(r.status in ("pass", "changed", "incomplete") for r in cands):
         return 2
     return 0

@@ -369,7 +369,8 @@ ALL_METHODS = ("native", "eagle3", "dflash", "ngram")
 def test_a_method_a_release_lacks_is_shown_not_evaluated(tmp_path: Path) -> None:
     """1.1's engine refuses dflash (its items are skipped, the refusal logged); 1.2 refuses
     every method. 1.1's dflash cells say NOT EVALUATED with the engine's reason and the rest
-    is judged; 1.2 is a row "not evaluated", not a failure."""
+    is judged, so its row is "incomplete" (not a plain pass) naming the unmeasured items; 1.2
+    is a row "not evaluated", not a failure."""
     refuse = {
         "1.1": {"dflash": "vLLM 1.1 has no DFlash"},
         "1.2": dict.fromkeys(ALL_METHODS, "vLLM 1.2 speculative decoding off on CPU"),
@@ -378,7 +379,8 @@ def test_a_method_a_release_lacks_is_shown_not_evaluated(tmp_path: Path) -> None
     m = load_matrix(path)
     rows = {r.release: r for r in m.rows}
     assert rc == 0, [(r.release, r.status, r.reason) for r in m.rows]
-    assert rows["1.1"].status == "pass"
+    assert rows["1.1"].status == "incomplete"
+    assert rows["1.1"].reason.startswith("not evaluated: ") and "/dflash/" in rows["1.1"].reason
     assert rows["1.2"].status == "not evaluated"
     assert rows["1.2"].reason.startswith("NOT EVALUATED: native: vLLM 1.2 speculative")
     dflash = cell(m, "1.1", "qwen3-8b/vllm/dflash/mt-bench/c1/greedy", MAL)
