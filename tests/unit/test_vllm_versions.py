@@ -72,6 +72,16 @@ def test_cpu_releases_whose_rejection_sampler_breaks_every_speculative_start() -
     assert unsupported_reason("ngram", V("0.25.0"), on_cpu=True) is None
 
 
+def test_cpu_release_whose_triton_dispatcher_breaks_every_speculative_step() -> None:
+    assert unsupported_reason("ngram", V("0.29.0"), on_cpu=True) is None
+    for method in ("ngram", "draft_model", "eagle3"):
+        reason = unsupported_reason(method, V("0.30.0"), on_cpu=True)
+        assert reason is not None and "jit_warmup_triton_helper.py" in reason and "0.31.0" in reason
+    assert unsupported_reason("native", V("0.30.0"), on_cpu=True) is None
+    assert unsupported_reason("ngram", V("0.30.0"), on_cpu=False) is None
+    assert unsupported_reason("ngram", V("0.31.0"), on_cpu=True) is None
+
+
 def test_cpu_v0_engine_drafts_ngram_and_draft_model_only() -> None:
     for method in ("ngram", "draft_model"):
         assert unsupported_reason(method, V("0.8.5"), on_cpu=True) is None

@@ -96,6 +96,16 @@ CPU_SPEC_DECODE_BROKEN = Edge("0.23.0", "0.22.0", "vllm/v1/sample/rejection_samp
 CPU_SPEC_DECODE_FIXED = Edge(
     "0.25.0", "0.24.0", "vllm/utils/cpu_triton_utils.py _sample_recovered_tokens_kernel_impl"
 )
+# Every speculative step on CPU fails in 0.30.0: the spec-decode and rejection-sampler kernels
+# (vllm/v1/spec_decode/utils.py, vllm/v1/sample/rejection_sampler.py) launch through
+# triton_kernel_dispatcher_with_warmup, whose _kernel_arg_names
+# (vllm/model_executor/warmup/jit_warmup_triton_helper.py) cannot read the plain-function CPU
+# fallback ("TypeError: Cannot inspect kernel parameters for function", at the first request).
+# 0.31.0's vllm/platforms/cpu.py registers the CPU kernels through vllm/triton_utils/dispatcher.py.
+CPU_SPEC_DISPATCH_BROKEN = Edge(
+    "0.30.0", "0.29.0", "vllm/model_executor/warmup/jit_warmup_triton_helper.py _kernel_arg_names"
+)
+CPU_SPEC_DISPATCH_FIXED = Edge("0.31.0", "0.30.0", "vllm/triton_utils/dispatcher.py")
 CPU_METHOD_SINCE: dict[str, Edge] = {
     "ngram": CPU_V1_SPEC_DECODE,
     "draft_model": CPU_V1_SPEC_DECODE,
@@ -257,6 +267,12 @@ def unsupported_reason(method: str, version: Version, on_cpu: bool) -> str | Non
             f"USE_FP64_GUMBEL ({CPU_SPEC_DECODE_BROKEN.evidence}, from "
             f"{CPU_SPEC_DECODE_BROKEN.since}) to a CPU kernel fallback that takes it only from "
             f"{CPU_SPEC_DECODE_FIXED.since} ({CPU_SPEC_DECODE_FIXED.evidence})"
+        )
+    if CPU_SPEC_DISPATCH_BROKEN.holds(version) and not CPU_SPEC_DISPATCH_FIXED.holds(version):
+        return (
+            f"vLLM {version} fails every speculative step on CPU: its Triton dispatcher cannot "
+            f"read the CPU kernel fallbacks ({CPU_SPEC_DISPATCH_BROKEN.evidence}; fixed in "
+            f"{CPU_SPEC_DISPATCH_FIXED.since} by {CPU_SPEC_DISPATCH_FIXED.evidence})"
         )
     cpu_edge = CPU_METHOD_SINCE.get(method)
     if cpu_edge is not None and not cpu_edge.holds(version):
