@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specperf import pool
 from specperf.errors import ConfigError
 from specperf.testkit import models as testmodels
 from specperf.testkit.models import cli
+from specperf.testkit.tiny_source import SOURCE
 
 
 def test_recipes_have_distinct_cache_dirs():
@@ -24,7 +24,7 @@ def test_compute_recipe_is_wider_than_the_default():
 
 def test_unknown_tiny_model_names_the_known_ones():
     with pytest.raises(ConfigError, match=r"tiny:nope: unknown tiny model .*tiny:qwen3-compute"):
-        pool.resolve_tiny("tiny:nope")
+        SOURCE.resolve("tiny:nope")
     with pytest.raises(ConfigError, match="tiny model 'nope'"):
         testmodels.recipe_named("nope")
 
@@ -35,8 +35,8 @@ def test_eagle3_suffix_resolves_to_the_head_of_that_model(tmp_path, monkeypatch)
     monkeypatch.setattr(
         testmodels, "ensure_tiny_model", lambda r: built.append(r) or tmp_path / r.name
     )
-    assert pool.resolve_tiny("tiny:qwen3-compute-eagle3") == tmp_path / "compute-qwen3" / "eagle3"
-    assert pool.resolve_tiny("tiny:qwen3") == tmp_path / "tiny-qwen3"
+    assert SOURCE.resolve("tiny:qwen3-compute-eagle3") == tmp_path / "compute-qwen3" / "eagle3"
+    assert SOURCE.resolve("tiny:qwen3") == tmp_path / "tiny-qwen3"
     assert built == [testmodels.COMPUTE_RECIPE, testmodels.DEFAULT_RECIPE]
 
 
@@ -57,9 +57,9 @@ def test_eagle3_fit_suffix_resolves_to_the_fitted_head_of_that_model(tmp_path, m
 
     monkeypatch.setattr(testmodels, "ensure_tiny_model", lambda r: tmp_path / r.name)
     monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: target.parent / "fitted")
-    assert pool.resolve_tiny("tiny:qwen3-compute-eagle3-fit") == tmp_path / "fitted"
+    assert SOURCE.resolve("tiny:qwen3-compute-eagle3-fit") == tmp_path / "fitted"
     with pytest.raises(ConfigError, match="tiny:qwen3-eagle3-fitx: unknown tiny model"):
-        pool.resolve_tiny("tiny:qwen3-eagle3-fitx")
+        SOURCE.resolve("tiny:qwen3-eagle3-fitx")
 
 
 def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
@@ -68,13 +68,13 @@ def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
     from specperf.testkit import eagle3_fit as fit
 
     d = testmodels.DEFAULT_RECIPE.digest()
-    assert pool.tiny_identity("tiny:qwen3") == f"tiny:qwen3@{d}"
-    assert pool.tiny_identity("tiny:qwen3-eagle3") == f"tiny:qwen3-eagle3@{d}"
-    fitted = pool.tiny_identity("tiny:qwen3-eagle3-fit")
+    assert SOURCE.identity("tiny:qwen3") == f"tiny:qwen3@{d}"
+    assert SOURCE.identity("tiny:qwen3-eagle3") == f"tiny:qwen3-eagle3@{d}"
+    fitted = SOURCE.identity("tiny:qwen3-eagle3-fit")
     monkeypatch.setenv("SPECPERF_MODELS_DIR", str(tmp_path))
-    assert pool.tiny_identity("tiny:qwen3-eagle3-fit") == fitted  # the root is not in it
+    assert SOURCE.identity("tiny:qwen3-eagle3-fit") == fitted  # the root is not in it
     assert str(tmp_path) not in fitted and fitted.startswith("tiny:qwen3-eagle3-fit@")
-    assert pool.tiny_identity("tiny:qwen3-compute-eagle3-fit") != fitted.replace(
+    assert SOURCE.identity("tiny:qwen3-compute-eagle3-fit") != fitted.replace(
         "qwen3-", "qwen3-compute-", 1
     )
     other = fit.fitted_head_key(
