@@ -3,12 +3,19 @@ resolve to the same cache, and are identified in fingerprints by their recipe di
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from specperf.errors import ConfigError
 from specperf.testkit import models as testmodels
 from specperf.testkit.models import cli
 from specperf.testkit.tiny_source import SOURCE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_recipes_have_distinct_cache_dirs():
@@ -100,3 +107,30 @@ def test_model_build_makes_the_fitted_head_unless_told_not_to(tmp_path, monkeypa
     cli.add_arguments(parser)
     assert cli.run(parser.parse_args(["build", *flags])) == 0
     assert calls == ([tmp_path / "tiny-qwen3"] if fitted else [])
+
+
+def _python_m(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_python_m_testkit_models_runs_without_the_cli() -> None:
+    out = _python_m("specperf.testkit.models", "path")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(testmodels.tiny_model_path())
+
+
+def test_python_m_testkit_eagle3_fit_runs() -> None:
+    pytest.importorskip("torch")
+    out = _python_m("specperf.testkit.eagle3_fit", "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python -m specperf.testkit.eagle3_fit")
+    assert "--head-shape" in out.stdout
