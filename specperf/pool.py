@@ -23,13 +23,13 @@ from typing import Any
 
 from filelock import FileLock
 
+from specperf import model_sources
 from specperf.engines import get_engine_class
 from specperf.engines.base import Devices, Engine, EngineSpec
 from specperf.errors import ConfigError, EngineStartError, UnsupportedError
 from specperf.fileio import append_jsonl, read_jsonl, runtime_dir
 
 START_LOG = "engine-starts.jsonl"
-TINY_PREFIX = "tiny:"
 ENV_PREFIX = "env:"
 
 
@@ -137,16 +137,15 @@ def pin_process(devices: Devices) -> None:
 # --------------------------------------------------------------------------- spec references
 def resolve_spec(spec: EngineSpec) -> EngineSpec:
     """Turn suite references into paths right before a start: ``python = "env:NAME"`` → the
-    python of that engine environment; ``tiny:qwen3`` / ``tiny:qwen3-eagle3`` /
-    ``tiny:qwen3-eagle3-fit`` → the local tiny test model / its random / its fitted EAGLE3 head
-    (built on first use)."""
+    python of that engine environment; a model source reference (``tiny:qwen3``, see
+    specperf.model_sources) → the directory its source builds on first use."""
     changes: dict[str, Any] = {}
     if spec.python and spec.python.startswith(ENV_PREFIX):
         changes["python"] = resolve_env_python(spec.python[len(ENV_PREFIX) :])
     for f in ("model", "draft_model", "tokenizer"):
         value = getattr(spec, f)
-        if isinstance(value, str) and value.startswith(TINY_PREFIX):
-            changes[f] = str(resolve_tiny(value))
+        if isinstance(value, str) and model_sources.scheme_of(value):
+            changes[f] = str(model_sources.resolve(value))
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
@@ -154,59 +153,6 @@ def resolve_env_python(name: str) -> str:
     from specperf import envs
 
     return str(envs.python_path(name))
-
-
-# ``tiny:<recipe><suffix>``: the target, its random-init EAGLE3 head, its fitted EAGLE3 head
-TINY_SUFFIXES = ("-eagle3-fit", "-eagle3", "")
-
-
-def _parse_tiny(ref: str) -> tuple[str, str]:
-    """``tiny:qwen3-eagle3-fit`` → ("qwen3", "-eagle3-fit"); unknown names → ConfigError."""
-    from specperf.testkit import models as testmodels
-
-    name = ref[len(TINY_PREFIX) :]
-    for suffix in TINY_SUFFIXES:
-        recipe_name = name.removesuffix(suffix) if suffix else name
-        if (not suffix or name.endswith(suffix)) and recipe_name in testmodels.RECIPES:
-            return recipe_name, suffix
-    known = ", ".join(
-        f"tiny:{n}{s}" for n in sorted(testmodels.RECIPES) for s in reversed(TINY_SUFFIXES)
-    )
-    raise ConfigError(f"{ref}: unknown tiny model (known: {known})")
-
-
-def resolve_tiny(ref: str) -> Path:
-    """``tiny:<recipe>`` → that local test model; ``tiny:<recipe>-eagle3`` → its random-init
-    EAGLE3 head; ``tiny:<recipe>-eagle3-fit`` → an EAGLE3 head distilled on it
-    (``specperf.testkit.eagle3_fit``; built once, cached by its recipe digest)."""
-    from specperf.testkit import models as testmodels
-
-    recipe_name, suffix = _parse_tiny(ref)
-    path = testmodels.ensure_tiny_model(testmodels.RECIPES[recipe_name])
-    if suffix == "-eagle3":
-        return testmodels.tiny_eagle3_path(path)
-    if suffix == "-eagle3-fit":
-        from specperf.testkit.eagle3_fit import ensure_fitted_head
-
-        return ensure_fitted_head(path)
-    return path
-
-
-def tiny_identity(ref: str) -> str:
-    """What a ``tiny:`` reference is, for fingerprints: ``<ref>@<recipe digest>``. Never a hash
-    of the weights: seeded init and fitting differ in low bits between instruction sets, while
-    the recipe (and, for the fitted head, the fit's own recipe) decides everything else."""
-    from specperf.testkit import models as testmodels
-
-    recipe_name, suffix = _parse_tiny(ref)
-    recipe = testmodels.RECIPES[recipe_name]
-    if suffix == "-eagle3-fit":
-        from specperf.testkit.eagle3_fit import fitted_head_key
-
-        digest = fitted_head_key(testmodels.tiny_model_path(recipe).name)
-    else:
-        digest = recipe.digest()
-    return f"{ref}@{digest}"
 
 
 # --------------------------------------------------------------------------- the pool
@@ -338,8 +284,6 @@ __all__ = [
     "pin_process",
     "read_start_log",
     "resolve_spec",
-    "resolve_tiny",
-    "tiny_identity",
     "visible_gpus",
     "worker_index",
 ]

@@ -19,6 +19,7 @@ from specperf.config.model import (
 )
 from specperf.engines.base import EngineSpec
 from specperf.errors import ConfigError
+from specperf.modelid import model_identity, portable
 from specperf.schemas import NATIVE, SamplingParams, WorkloadSpec
 
 SERVER_KEYS: dict[str, Any] = {
@@ -70,8 +71,6 @@ class Item:
         size. The engine build (python env, image, version, other env vars: the release watch
         passes the version through env) and engine ``options`` (calibration dials) are not:
         they are what a comparison is meant to test."""
-        from specperf.modelid import model_identity, portable
-
         spec = self.spec
         shape: dict[str, Any] = {k: getattr(spec, k) for k in SERVER_KEYS}
         shape["extra_args"] = [portable(a) for a in spec.extra_args]

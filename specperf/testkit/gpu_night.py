@@ -15,8 +15,8 @@ from the repository root is the same command. The suite repository (its
 ``tests/perf`` and ``baselines/``) is ``--root``: by default the checkout this package is imported
 from, else the working directory; engines are started with that checkout first on PYTHONPATH.
 
-EAGLE3's head is fitted to the random target first (``python -m specperf.eagle3.fit --suite
-…``: on the engine's own path, deterministic, cached under the models folder by its recipe
+EAGLE3's head is fitted to the random target first (``python -m specperf.testkit.eagle3_fit
+--suite …``: on the engine's own path, deterministic, cached under the models folder by its recipe
 digest; OUT/fit.json, OUT/fit.log) and handed to the suite with its identity
 (``fit:<name>@<digest>``). The head covers exactly the measured prompts of the suite's request
 count, which the suite pins (``[workload] size_to_min_duration = false``), so the served MAL
@@ -233,7 +233,7 @@ def fit_command(args: argparse.Namespace, models_dir: Path, out: Path) -> list[s
     cmd = [
         sys.executable,
         "-m",
-        "specperf.eagle3.fit",
+        "specperf.testkit.eagle3_fit",
         "--suite",
         str(getattr(args, "suite", SUITE)),
     ]
@@ -818,10 +818,11 @@ def main(argv: list[str] | None = None) -> int:
     """``specperf gpu-night ARGV`` without the other subcommands' imports (``python -m
     specperf.testkit.gpu_night`` runs it on bare CUDA images): the same parser, help and error
     handling as the CLI's."""
-    from specperf.cli import COMMANDS, readable_metavars
+    from specperf.cli import readable_metavars
     from specperf.errors import SpecperfError
+    from specperf.testkit.commands import GPU_NIGHT
 
-    first, _, rest = COMMANDS["gpu-night"][2].partition("\n\n")
+    first, _, rest = GPU_NIGHT.description.partition("\n\n")
     ap = argparse.ArgumentParser(
         prog="specperf gpu-night",
         description=textwrap.fill(first, 88) + ("\n\n" + rest if rest else ""),

@@ -73,7 +73,7 @@ def test_every_stored_metric_can_fail_or_says_why() -> None:
 
 def _h200_suite_fingerprints(gpu_run: ModuleType, tmp_path: Path) -> tuple[dict[str, dict], dict]:
     """The h200-transformers suite's items as `specperf gpu-night` runs them on a GPU (random-weight
-    configs it writes, the EAGLE3 head fitted by specperf.eagle3.fit, identity = its recipe
+    configs it writes, the EAGLE3 head fitted by specperf.testkit.eagle3_fit, identity = its recipe
     digest), rebuilt here: key -> the fingerprint a run records today, and the items."""
     from specperf.testkit import eagle3_fit as fit
 
@@ -97,9 +97,10 @@ def _h200_suite_fingerprints(gpu_run: ModuleType, tmp_path: Path) -> tuple[dict[
 def test_h200_baseline_matches_the_suite(gpu_run: ModuleType, tmp_path: Path) -> None:
     """baselines/nvidia-h200x1.json was made on three H200s from configs that
     `specperf gpu-night` writes (random weights: the fingerprint holds the configs' content
-    digest) and the EAGLE3 head fitted by specperf.eagle3.fit (identity = its recipe digest).
-    Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change that
-    would leave the file stale fails here (re-make it: docs/transformers.md, "The GPU suite")."""
+    digest) and the EAGLE3 head fitted by specperf.testkit.eagle3_fit (identity = its recipe
+    digest). Rebuilt here: the same fingerprints, so a suite, config-builder or fit-recipe change
+    that would leave the file stale fails here (re-make it: docs/transformers.md, "The GPU
+    suite")."""
     fps, items = _h200_suite_fingerprints(gpu_run, tmp_path)
     bf = bl.load_baselines(ROOT / "baselines" / "nvidia-h200x1.json")
     assert bf.hardware_profile == "nvidia-h200x1"

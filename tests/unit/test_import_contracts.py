@@ -76,12 +76,26 @@ def test_a_planted_forbidden_import_breaks_its_contract(
     assert edge in out.stdout
 
 
+def test_an_import_inside_a_function_breaks_the_testkit_contract(tree_copy: Path) -> None:
+    """No product edge to the testkit is exempt, a lazy one neither: a function of pool that
+    imports the test models is caught (the unplanted copy passes:
+    test_the_tree_keeps_every_contract)."""
+    path = tree_copy / "specperf" / "pool.py"
+    planted = "def _planted():\n    import specperf.testkit.models\n\n    return 1\n"
+    path.write_text(path.read_text() + "\n\n" + planted)
+    out = _lint(tree_copy)
+    assert out.returncode != 0, out.stdout
+    assert "the product never imports the testkit" in out.stdout and "BROKEN" in out.stdout
+    assert "specperf.pool -> specperf.testkit.models" in out.stdout
+
+
 def test_importing_the_product_loads_no_testkit_module() -> None:
-    """pool's edges to the testkit are ignored by the contract because they are lazy (inside the
-    functions that resolve `tiny:` names); this keeps them lazy."""
+    """The product reaches the testkit only through entry points, loaded on first use (a
+    `tiny:` name, the `model` subcommand): importing it loads no testkit module."""
     code = (
         "import sys\n"
         "import specperf.cli, specperf.config, specperf.modelid, specperf.pool\n"
+        "import specperf.model_sources\n"
         "import specperf.plugin, specperf.report, specperf.session, specperf.verdict\n"
         "print(sorted(m for m in sys.modules if m.startswith('specperf.testkit')))\n"
     )

@@ -3,12 +3,19 @@ resolve to the same cache, and are identified in fingerprints by their recipe di
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from specperf import pool
 from specperf.errors import ConfigError
 from specperf.testkit import models as testmodels
 from specperf.testkit.models import cli
+from specperf.testkit.tiny_source import SOURCE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_recipes_have_distinct_cache_dirs():
@@ -24,7 +31,7 @@ def test_compute_recipe_is_wider_than_the_default():
 
 def test_unknown_tiny_model_names_the_known_ones():
     with pytest.raises(ConfigError, match=r"tiny:nope: unknown tiny model .*tiny:qwen3-compute"):
-        pool.resolve_tiny("tiny:nope")
+        SOURCE.resolve("tiny:nope")
     with pytest.raises(ConfigError, match="tiny model 'nope'"):
         testmodels.recipe_named("nope")
 
@@ -35,8 +42,8 @@ def test_eagle3_suffix_resolves_to_the_head_of_that_model(tmp_path, monkeypatch)
     monkeypatch.setattr(
         testmodels, "ensure_tiny_model", lambda r: built.append(r) or tmp_path / r.name
     )
-    assert pool.resolve_tiny("tiny:qwen3-compute-eagle3") == tmp_path / "compute-qwen3" / "eagle3"
-    assert pool.resolve_tiny("tiny:qwen3") == tmp_path / "tiny-qwen3"
+    assert SOURCE.resolve("tiny:qwen3-compute-eagle3") == tmp_path / "compute-qwen3" / "eagle3"
+    assert SOURCE.resolve("tiny:qwen3") == tmp_path / "tiny-qwen3"
     assert built == [testmodels.COMPUTE_RECIPE, testmodels.DEFAULT_RECIPE]
 
 
@@ -57,9 +64,9 @@ def test_eagle3_fit_suffix_resolves_to_the_fitted_head_of_that_model(tmp_path, m
 
     monkeypatch.setattr(testmodels, "ensure_tiny_model", lambda r: tmp_path / r.name)
     monkeypatch.setattr(fit, "ensure_fitted_head", lambda target: target.parent / "fitted")
-    assert pool.resolve_tiny("tiny:qwen3-compute-eagle3-fit") == tmp_path / "fitted"
+    assert SOURCE.resolve("tiny:qwen3-compute-eagle3-fit") == tmp_path / "fitted"
     with pytest.raises(ConfigError, match="tiny:qwen3-eagle3-fitx: unknown tiny model"):
-        pool.resolve_tiny("tiny:qwen3-eagle3-fitx")
+        SOURCE.resolve("tiny:qwen3-eagle3-fitx")
 
 
 def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
@@ -68,13 +75,13 @@ def test_tiny_identity_is_the_recipe_digest_never_a_path(tmp_path, monkeypatch):
     from specperf.testkit import eagle3_fit as fit
 
     d = testmodels.DEFAULT_RECIPE.digest()
-    assert pool.tiny_identity("tiny:qwen3") == f"tiny:qwen3@{d}"
-    assert pool.tiny_identity("tiny:qwen3-eagle3") == f"tiny:qwen3-eagle3@{d}"
-    fitted = pool.tiny_identity("tiny:qwen3-eagle3-fit")
+    assert SOURCE.identity("tiny:qwen3") == f"tiny:qwen3@{d}"
+    assert SOURCE.identity("tiny:qwen3-eagle3") == f"tiny:qwen3-eagle3@{d}"
+    fitted = SOURCE.identity("tiny:qwen3-eagle3-fit")
     monkeypatch.setenv("SPECPERF_MODELS_DIR", str(tmp_path))
-    assert pool.tiny_identity("tiny:qwen3-eagle3-fit") == fitted  # the root is not in it
+    assert SOURCE.identity("tiny:qwen3-eagle3-fit") == fitted  # the root is not in it
     assert str(tmp_path) not in fitted and fitted.startswith("tiny:qwen3-eagle3-fit@")
-    assert pool.tiny_identity("tiny:qwen3-compute-eagle3-fit") != fitted.replace(
+    assert SOURCE.identity("tiny:qwen3-compute-eagle3-fit") != fitted.replace(
         "qwen3-", "qwen3-compute-", 1
     )
     other = fit.fitted_head_key(
@@ -100,3 +107,30 @@ def test_model_build_makes_the_fitted_head_unless_told_not_to(tmp_path, monkeypa
     cli.add_arguments(parser)
     assert cli.run(parser.parse_args(["build", *flags])) == 0
     assert calls == ([tmp_path / "tiny-qwen3"] if fitted else [])
+
+
+def _python_m(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_python_m_testkit_models_runs_without_the_cli() -> None:
+    out = _python_m("specperf.testkit.models", "path")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(testmodels.tiny_model_path())
+
+
+def test_python_m_testkit_eagle3_fit_runs() -> None:
+    pytest.importorskip("torch")
+    out = _python_m("specperf.testkit.eagle3_fit", "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python -m specperf.testkit.eagle3_fit")
+    assert "--head-shape" in out.stdout

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specperf.cli import COMMANDS
+from specperf.cli import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -180,9 +180,10 @@ def _parser_flags(module: str, words: list[str]) -> set[str]:
 def test_specperf_commands_and_flags_exist() -> None:
     calls = [c for c in invocations() if c[0] == "specperf"]
     assert {c[1][0] for c in calls} >= {"watch", "merge", "verdict", "report", "history"}
+    known_commands = commands()
     for _, words, flags in calls:
-        assert words[0] in COMMANDS, f"specperf {words[0]}: not a subcommand"
-        known = _parser_flags(COMMANDS[words[0]][0], words[1:])
+        assert words[0] in known_commands, f"specperf {words[0]}: not a subcommand"
+        known = _parser_flags(known_commands[words[0]].module, words[1:])
         assert flags <= known, f"specperf {' '.join(words)}: unknown {sorted(flags - known)}"
 
 

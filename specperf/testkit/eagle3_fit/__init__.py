@@ -19,7 +19,7 @@ Modules: ``config`` (knobs, records, versions), ``prompts``, ``data`` (the train
 ``training`` (the loss and both training loops), ``evaluate`` (MAL with the fitted head), ``tiny``
 (the CPU fit of the tiny target), ``engine_plan`` and ``engine_fit`` (the fit on a suite's
 engine path), ``cache`` (built once, named by recipe digest), ``cli`` (``python -m
-specperf.eagle3.fit``). Every public name is re-exported here.
+specperf.testkit.eagle3_fit``). Every public name is re-exported here.
 """
 
 from __future__ import annotations

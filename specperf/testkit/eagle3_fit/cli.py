@@ -1,5 +1,6 @@
-"""``python -m specperf.eagle3.fit``: fit the tiny head on CPU (cached, or into ``--out``), or a
-suite's head on its engine path (``--suite``); prints the evaluation and the head's path."""
+"""``python -m specperf.testkit.eagle3_fit``: fit the tiny head on CPU (cached, or into
+``--out``), or a suite's head on its engine path (``--suite``); prints the evaluation and the
+head's path."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from specperf.testkit.eagle3_fit.tiny import default_fit
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m specperf.eagle3.fit",
+        prog="python -m specperf.testkit.eagle3_fit",
         description="Fit an EAGLE3 head to the tiny target by self-distillation on CPU "
         "(prints the evaluation JSON, then the head's path).",
     )

@@ -1,4 +1,4 @@
-"""``specperf model build|path`` (and ``python -m specperf.testmodels``): build the tiny test
+"""``specperf model build|path`` (and ``python -m specperf.testkit.models``): build the tiny test
 models, or print where they are cached."""
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m specperf.testmodels build` works without the full CLI."""
-    parser = argparse.ArgumentParser(prog="python -m specperf.testmodels")
+    """`python -m specperf.testkit.models build` works without the full CLI."""
+    parser = argparse.ArgumentParser(prog="python -m specperf.testkit.models")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
