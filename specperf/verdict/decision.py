@@ -126,7 +126,7 @@ def decide(
     equal (a change either way is a regression).
 
     ``spread`` (sd of the log values, degrees of freedom): the start-to-start spread estimated
-    from more than this item's baseline — ``pooled_spread`` over the items of one engine
+    from more than this item's baseline — ``spread.start_spread`` over the items of one engine
     config, which share each engine start, so their log spreads estimate the same start
     effect. With 6 starts per item one item alone has 5 degrees of freedom and a t quantile
     of ~9.7 at the item level; three items pooled have 15 and ~5.3. This run's own starts (when
