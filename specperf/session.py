@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from specperf import baselines as bl
-from specperf import stats
 from specperf import verdict as vd
 from specperf.config import Item, Suite
 from specperf.engines.base import Devices, EngineSpec
@@ -112,7 +111,7 @@ class SuiteSession:
         )
 
     @functools.cached_property
-    def levels(self) -> stats.AlphaSplit:
+    def levels(self) -> vd.AlphaSplit:
         """Per-check levels: the run's false-alarm budget split over the suite's gated checks
         (the whole matrix, so a filtered run decides exactly as the full one)."""
         return vd.suite_levels(self.suite)

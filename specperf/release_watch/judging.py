@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specperf.errors import SpecperfError
-from specperf.stats import MIN_BASELINE_STARTS
+from specperf.verdict.decision import MIN_BASELINE_STARTS
 
 
 def _run_date(res: Any, run: int) -> str:

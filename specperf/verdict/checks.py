@@ -39,7 +39,7 @@ class Check:
     rule: str | None = None
     gated: bool = True
     # a statistical check: the change in the bad direction it flags 9 times in 10 (its power;
-    # stats.detectable_change), so a PASS says how large a regression it could have seen
+    # decision.detectable_change), so a PASS says how large a regression it could have seen
     detectable: float | None = None
     # a statistical check: its test's p (the reason text says it too; scripts read this field)
     p_value: float | None = None

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from specperf import stats
 from specperf.baselines import BaselineFile, cannot_fail, fingerprint_diff
 from specperf.config import ItemKey, MetricPolicy, Suite
 from specperf.schemas import NATIVE
 from specperf.verdict.checks import Check
+from specperf.verdict.conditions import other_profile
+from specperf.verdict.decision import DEFAULT_RUN_ALPHA
+from specperf.verdict.engine_effect import engine_wide
 from specperf.verdict.evidence import unarmed
-from specperf.verdict.gates import other_profile
+from specperf.verdict.levels import AlphaSplit, split_alpha
 from specperf.verdict.results import ItemResult, unusable
 
 ENGINE_WIDE_METRICS = ("output_throughput_tok_s", "mean_acceptance_length")
@@ -23,12 +25,12 @@ def engine_wide_checks(
     baselines: BaselineFile,
     policies: Mapping[str, MetricPolicy],
     *,
-    alpha: float = stats.DEFAULT_RUN_ALPHA,
+    alpha: float = DEFAULT_RUN_ALPHA,
     min_effect: float | None = None,
 ) -> list[Check]:
     """Per engine (the key's engine name) and metric: the geometric-mean ratio over the
     engine's comparable items (same fingerprint, no failed requests, a baseline the evidence
-    rule arms: ``evidence.unarmed``), tested as one effect (specperf.stats.engine_wide),
+    rule arms: ``evidence.unarmed``), tested as one effect (``engine_effect.engine_wide``),
     items of one engine config (which share an engine start) counted as one unit. It sees a
     small uniform slowdown — a new release that costs every item 7 % — that no single noisy
     item can. An engine with one
@@ -91,9 +93,7 @@ def engine_wide_checks(
                         _report_only(engine, metric, pol, effect, unfit[0], shadow, shadow_units)
                     )
                 continue
-            d = stats.engine_wide(
-                groups, pol.direction, min_effect=effect, alpha=alpha, units=units
-            )
+            d = engine_wide(groups, pol.direction, min_effect=effect, alpha=alpha, units=units)
             c = Check(
                 f"engine {engine}",
                 f"engine-wide {metric}",
@@ -140,7 +140,7 @@ def _report_only(
         gated=False,
     )
     if groups:
-        d = stats.engine_wide(groups, pol.direction, min_effect=effect, units=units)
+        d = engine_wide(groups, pol.direction, min_effect=effect, units=units)
         if d.ratio is not None:
             c.measured, c.baseline, c.delta = d.ratio, 1.0, d.delta
     return c
@@ -154,9 +154,9 @@ SPECULATIVE_METRICS = frozenset({"mean_acceptance_length", "acceptance_rate"})
 def check_alpha(
     policies: Mapping[str, MetricPolicy],
     keys: Iterable[ItemKey],
-    run_alpha: float = stats.DEFAULT_RUN_ALPHA,
-) -> stats.AlphaSplit:
-    """The per-check levels: the run's false-alarm budget split by ``stats.split_alpha`` over
+    run_alpha: float = DEFAULT_RUN_ALPHA,
+) -> AlphaSplit:
+    """The per-check levels: the run's false-alarm budget split by ``levels.split_alpha`` over
     the gated checks the matrix ``keys`` can have — per item its gated metrics, less the
     acceptance metrics of a native item; per engine its gated engine-wide metrics, less MAL
     where the engine has no speculative item (counting checks that cannot occur would spend
@@ -176,10 +176,10 @@ def check_alpha(
                 continue
             if speculative or m not in SPECULATIVE_METRICS:
                 engine_checks += 1
-    return stats.split_alpha(run_alpha, item_checks, engine_checks)
+    return split_alpha(run_alpha, item_checks, engine_checks)
 
 
-def suite_levels(suite: Suite, run_alpha: float = stats.DEFAULT_RUN_ALPHA) -> stats.AlphaSplit:
+def suite_levels(suite: Suite, run_alpha: float = DEFAULT_RUN_ALPHA) -> AlphaSplit:
     """The levels of the suite's whole matrix: what every run of it decides with, filtered or
     sharded (``suite.json`` records them, so a later ``specperf verdict`` uses them too)."""
     return check_alpha(suite.metrics, [it.key for it in suite.items()], run_alpha)

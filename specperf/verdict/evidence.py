@@ -6,11 +6,11 @@ A stored metric gates (is "armed") when
 1. its entry was measured on this profile (``provenance.source`` "measured"): figures copied
    from notes (``seed-note``) are reference rows, shown beside the measured value and never
    judged (``reference_only``);
-2. it holds at least ``stats.MIN_BASELINE_STARTS`` engine starts: fewer cannot say how much
+2. it holds at least ``decision.MIN_BASELINE_STARTS`` engine starts: fewer cannot say how much
    starts differ, so no test can tell a change from noise;
 3. for a metric the host can move (``hardware_bound``: speeds, latencies) also: its starts
    span at least ``[workload] min_baseline_days`` (default 2) windows that are at least
-   ``baselines.INDEPENDENT_AFTER_H`` hours apart, and at least ``stats.MIN_BASELINE_PASSES``
+   ``baselines.INDEPENDENT_AFTER_H`` hours apart, and at least ``variance.MIN_BASELINE_PASSES``
    passes (``baselines.pass_labels``), and at least one ran on this CPU where the engine
    computes on the CPU.
 
@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from specperf import stats
 from specperf.baselines import INDEPENDENT_AFTER_H, BaselineEntry, independent_windows
 from specperf.config import MetricPolicy
+from specperf.verdict.decision import MIN_BASELINE_STARTS
+from specperf.verdict.variance import MIN_BASELINE_PASSES
 
 DEFAULT_MIN_BASELINE_DAYS = 2
 ARM_STARTS = "--update-baselines --repeat 3 --restart-between-repeats"
@@ -47,11 +48,11 @@ def reference_only(entry: BaselineEntry) -> str | None:
 def too_few_starts(entry: BaselineEntry, metric: str) -> str | None:
     """Why ``metric``'s baseline has too few engine starts to gate (None: enough)."""
     n = len(entry.start_values(metric))
-    if n >= stats.MIN_BASELINE_STARTS:
+    if n >= MIN_BASELINE_STARTS:
         return None
     return (
         f"report only: the baseline has {n} engine start(s); a gate needs >= "
-        f"{stats.MIN_BASELINE_STARTS} to know its spread; arm it with {ARM_STARTS}"
+        f"{MIN_BASELINE_STARTS} to know its spread; arm it with {ARM_STARTS}"
     )
 
 
@@ -61,8 +62,8 @@ def speed_baseline_short(
     """Why a hardware-bound metric's baseline cannot gate yet (None: it can). Starts made in one
     window share that window's host state, so a speed gate needs starts from ``min_days``
     windows at least ``INDEPENDENT_AFTER_H`` hours apart (the item's ``[workload]
-    min_baseline_days``) and from at least ``stats.MIN_BASELINE_PASSES`` passes
-    (``baselines.pass_labels``: machine and window), the verdict's unit (stats module
+    min_baseline_days``) and from at least ``variance.MIN_BASELINE_PASSES`` passes
+    (``baselines.pass_labels``: machine and window), the verdict's unit (``variance`` module
     docstring). Starts without a time (older files), and a baseline measured in the same window
     as the run it judges (``provenance.same_window``: release watch's pinned run), are not
     held back by it."""
@@ -82,11 +83,11 @@ def speed_baseline_short(
             "append another day's with --update-baselines (or [workload] min_baseline_days)"
         )
     passes = len(set(bm.start_passes()))
-    if passes < stats.MIN_BASELINE_PASSES:
+    if passes < MIN_BASELINE_PASSES:
         return (
             f"baseline starts from {passes} pass(es) (a machine's starts less than "
             f"{INDEPENDENT_AFTER_H:g} h apart are one); a speed gate needs >= "
-            f"{stats.MIN_BASELINE_PASSES} to know how much runs differ: append another run's "
+            f"{MIN_BASELINE_PASSES} to know how much runs differ: append another run's "
             "with --update-baselines"
         )
     return None

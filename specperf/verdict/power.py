@@ -1,13 +1,13 @@
 """False-alarm rate and power of the verdict statistics, from the per-start values a baseline
 file recorded (resampling with the verdict's own functions; no engine needed).
 
-The verdict's unit is the pass (one run: its starts share the host and the window, stats module
-docstring), so in ``leave_out="pass"`` each recorded pass in turn plays "tonight's run", ALL its
-starts, and the other passes' starts (with their pass labels) the baseline
-(leave-one-pass-out). ``leave_out="start"`` instead lets each subset of ``k`` starts play
+The verdict's unit is the pass (one run: its starts share the host and the window,
+``variance`` module docstring), so in ``leave_out="pass"`` each recorded pass in turn plays
+"tonight's run", ALL its starts, and the other passes' starts (with their pass labels) the
+baseline (leave-one-pass-out). ``leave_out="start"`` instead lets each subset of ``k`` starts play
 tonight (leave-k-out); for k > 1 it takes tonight's starts from different passes when each start
 is its own pass, and then OVER-states what one pass of k starts gives. A metric is resampled
-when every split leaves at least ``stats.MIN_BASELINE_STARTS`` baseline starts (leave-k-out: at
+when every split leaves at least ``decision.MIN_BASELINE_STARTS`` baseline starts (leave-k-out: at
 least ``MIN_BASELINE_STARTS + k``).
 
 ``leave_out="machine"`` asks what a nightly on a machine the baseline has never seen would get:
@@ -38,99 +38,36 @@ the baseline captured.
 
 from __future__ import annotations
 
-import itertools
 import re
 import statistics
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from typing import Any
 
-from specperf import stats
 from specperf.baselines import BaselineEntry, BaselineFile, cannot_fail
 from specperf.config import MetricPolicy
+from specperf.verdict.decision import MIN_BASELINE_STARTS, decide
+from specperf.verdict.engine_effect import engine_wide
 from specperf.verdict.engine_wide import ENGINE_WIDE_METRICS
 from specperf.verdict.evidence import unarmed
-from specperf.verdict.spread import config_siblings, spread_peers
+from specperf.verdict.levels import AlphaSplit
+from specperf.verdict.splits import (
+    Split,
+    index_splits,
+    leave_run_out,
+    machine_weights,
+    match_runs,
+    moved,
+    off_machine,
+    pass_splits,
+    rate,
+    start_machines,
+)
+from specperf.verdict.spread import config_siblings, pass_spread, spread_peers, start_spread
 
 EFFECTS = (0.05, 0.10, 0.25)
 LEAVE_OUT = ("pass", "start", "machine")
 GATED = "gated"
-
-
-# A split: tonight's start indices, the baseline's, and per peer the indices of its starts
-# that stay in the pooled spread (those of tonight's run left out).
-Split = tuple[list[int], list[int], list[list[int]]]
-
-
-def _moved(values: list[float], direction: str, effect: float) -> list[float]:
-    f = (1 - effect) if direction != "lower" else (1 + effect)
-    return [v * f for v in values]
-
-
-def _splits(n: int, k: int) -> list[tuple[list[int], list[int]]]:
-    out = []
-    for cur in itertools.combinations(range(n), k):
-        out.append((list(cur), [i for i in range(n) if i not in cur]))
-    return out
-
-
-def _runs(labels: Sequence[Sequence[Hashable]]) -> list[list[Hashable]]:
-    """The run each start of several series (an item and its peers, an engine's items) was
-    measured in: its pass label. Where no label is shared between series and each has as many
-    passes, the i-th pass of every series is taken as one run (the items of one run were
-    stamped with their own times, as in files written before a run stamped one date)."""
-    passes = [list(dict.fromkeys(lab)) for lab in labels]
-    shared = any(c > 1 for c in Counter(p for ps in passes for p in ps).values())
-    if len(labels) > 1 and not shared and len({len(ps) for ps in passes}) == 1:
-        return [[ps.index(lab) for lab in labs] for ps, labs in zip(passes, labels, strict=True)]
-    return [list(lab) for lab in labels]
-
-
-def _leave_run_out(runs: Sequence[Hashable], run: Hashable) -> tuple[list[int], list[int]]:
-    """(tonight's indices, the baseline's): the starts of ``run``, and all the others."""
-    return [i for i, x in enumerate(runs) if x == run], [i for i, x in enumerate(runs) if x != run]
-
-
-def machine_label(start: Mapping[str, Any]) -> Hashable:
-    """The machine a stored start ran on: its GPU's UUID, else its boot id, else its host name
-    (CPU files of one VM store only the host, so all their starts are one machine)."""
-    for field in ("gpu_uuid", "boot_id"):
-        if start.get(field):
-            return (field, start[field])
-    return ("host", start.get("host"))
-
-
-def start_machines(entry: BaselineEntry, metric: str) -> list[Hashable]:
-    """The machine of each of ``entry.start_values(metric)``'s values (one unknown machine for
-    values without per-start records)."""
-    m = entry.metrics.get(metric)
-    if m is None:
-        return []
-    if m.starts:
-        return [machine_label(s) for s in m.starts if s.get("value") is not None]
-    return [("unrecorded",)] * len(entry.start_values(metric))
-
-
-def _off_machine(machines: Sequence[Hashable], machine: Hashable) -> list[int]:
-    """The indices of the starts measured on any machine but ``machine``."""
-    return [i for i, m in enumerate(machines) if m != machine]
-
-
-def machine_weights(split_machines: Sequence[Hashable]) -> list[float]:
-    """Per split (in leave-one-machine-out), the weight that makes every machine count once:
-    1 / the number of that machine's passes. A machine with four passes would otherwise hold
-    four of the splits."""
-    n = Counter(split_machines)
-    return [1 / n[m] for m in split_machines]
-
-
-def _rate(red: Sequence[bool], weights: Sequence[float]) -> float:
-    return sum(w for r, w in zip(red, weights, strict=True) if r) / sum(weights)
-
-
-def _pass_splits(runs: Sequence[Hashable]) -> list[tuple[Hashable, list[int], list[int]]]:
-    """Leave-one-pass-out: (run, tonight's indices, the baseline's) per run, in order."""
-    return [(r, *_leave_run_out(runs, r)) for r in dict.fromkeys(runs)]
 
 
 def gate_of(
@@ -181,26 +118,26 @@ def item_rows(
                 machines = start_machines(entry, metric)
                 peer_machines = [start_machines(p, metric) for p in peer_entries]
                 for r in dict.fromkeys(labels):
-                    cur = _leave_run_out(labels, r)[0]
+                    cur = leave_run_out(labels, r)[0]
                     m = machines[cur[0]]
-                    keep = [_off_machine(pm, m) for pm in peer_machines]
-                    splits.append((cur, _off_machine(machines, m), keep))
+                    keep = [off_machine(pm, m) for pm in peer_machines]
+                    splits.append((cur, off_machine(machines, m), keep))
                     split_machines.append(m)
-                if not splits or min(len(b) for _, b, _ in splits) < stats.MIN_BASELINE_STARTS:
+                if not splits or min(len(b) for _, b, _ in splits) < MIN_BASELINE_STARTS:
                     continue
             elif leave_out == "start":
-                if len(vals) < stats.MIN_BASELINE_STARTS + k:
+                if len(vals) < MIN_BASELINE_STARTS + k:
                     continue
                 # the peers' starts of the same runs are left out too (starts are aligned by
                 # index when every run measured every item, as in a baseline campaign)
-                for cur, base in _splits(len(vals), k):
+                for cur, base in index_splits(len(vals), k):
                     splits.append((cur, base, [[i for i in base if i < len(v)] for v in peers]))
             else:
-                runs = _runs([labels, *peer_labels])
-                for r, cur, base in _pass_splits(runs[0]):
-                    keep = [_leave_run_out(pr, r)[1] for pr in runs[1:]]
+                runs = match_runs([labels, *peer_labels])
+                for r, cur, base in pass_splits(runs[0]):
+                    keep = [leave_run_out(pr, r)[1] for pr in runs[1:]]
                     splits.append((cur, base, keep))
-                if not splits or min(len(b) for _, b, _ in splits) < stats.MIN_BASELINE_STARTS:
+                if not splits or min(len(b) for _, b, _ in splits) < MIN_BASELINE_STARTS:
                     continue
             weights = machine_weights(split_machines) if split_machines else [1.0] * len(splits)
             row: dict[str, Any] = {
@@ -218,17 +155,17 @@ def item_rows(
             for effect in (0.0, *EFFECTS):
                 red = []
                 for cur, base, keep in splits:
-                    current = _moved([vals[i] for i in cur], pol.direction, effect)
+                    current = moved([vals[i] for i in cur], pol.direction, effect)
                     spread = (
-                        stats.pooled_spread(
+                        start_spread(
                             [[vals[i] for i in base]]
                             + [[v[j] for j in kp] for v, kp in zip(peers, keep, strict=True)]
                         )
                         if peers
                         else None
                     )
-                    pass_spread = (
-                        stats.pooled_pass_spread(
+                    between = (
+                        pass_spread(
                             [([vals[i] for i in base], [labels[i] for i in base])]
                             + [
                                 ([v[j] for j in kp], [lab[j] for j in kp])
@@ -238,7 +175,7 @@ def item_rows(
                         if peers
                         else None
                     )
-                    d = stats.decide(
+                    d = decide(
                         current,
                         [vals[i] for i in base],
                         pol.direction,
@@ -246,10 +183,10 @@ def item_rows(
                         alpha=alpha,
                         spread=spread,
                         baseline_passes=[labels[i] for i in base],
-                        pass_spread=pass_spread,
+                        pass_spread=between,
                     )
                     red.append(bool(d.regressed))
-                row[effect] = _rate(red, weights)
+                row[effect] = rate(red, weights)
             rows.append(row)
     return rows
 
@@ -269,8 +206,8 @@ def engine_rows(
     summaries: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Engine-wide, for every engine with at least one item: one pass of every item of the
-    engine (``leave_out`` "pass", runs matched by ``_runs``) or the same ``k`` start indices
-    ("start") play tonight, the other starts the baseline."""
+    engine (``leave_out`` "pass", runs matched by ``splits.match_runs``) or the same ``k``
+    start indices ("start") play tonight, the other starts the baseline."""
     rows = []
     engines = sorted({e.key.engine for e in bf.entries.values()})
     for engine in engines:
@@ -289,11 +226,11 @@ def engine_rows(
                     continue
                 ms = start_machines(entry, metric)
                 if leave_out == "start":
-                    if len(vals) < stats.MIN_BASELINE_STARTS + k:
+                    if len(vals) < MIN_BASELINE_STARTS + k:
                         continue
                 else:  # the starts off tonight's pass (or machine) must make a baseline
                     where = ms if leave_out == "machine" else labels
-                    if len(vals) - max(Counter(where).values()) < stats.MIN_BASELINE_STARTS:
+                    if len(vals) - max(Counter(where).values()) < MIN_BASELINE_STARTS:
                         continue
                 series.append((vals, labels))
                 machines.append(ms)
@@ -311,10 +248,10 @@ def engine_rows(
             splits: list[list[tuple[list[int], list[int]]]] = []  # per split, per item
             split_machines = []
             if leave_out == "start":
-                for cur, base in _splits(n, k):
+                for cur, base in index_splits(n, k):
                     splits.append([(cur, base + list(range(n, len(v)))) for v, _ in series])
             elif leave_out == "machine":
-                runs = _runs([lab for _, lab in series])
+                runs = match_runs([lab for _, lab in series])
                 machine_of = {
                     r: m
                     for rs, ms in zip(runs, machines, strict=True)
@@ -324,14 +261,14 @@ def engine_rows(
                     split_machines.append(m)
                     splits.append(
                         [
-                            (_leave_run_out(rs, r)[0], _off_machine(ms, m))
+                            (leave_run_out(rs, r)[0], off_machine(ms, m))
                             for rs, ms in zip(runs, machines, strict=True)
                         ]
                     )
             else:
-                runs = _runs([lab for _, lab in series])
+                runs = match_runs([lab for _, lab in series])
                 for r in dict.fromkeys(x for rs in runs for x in rs):
-                    splits.append([_leave_run_out(rs, r) for rs in runs])
+                    splits.append([leave_run_out(rs, r) for rs in runs])
             weights = machine_weights(split_machines) if split_machines else [1.0] * len(splits)
             row: dict[str, Any] = {
                 "key": f"engine {engine} ({len(series)} item{'s' if len(series) != 1 else ''})",
@@ -355,13 +292,13 @@ def engine_rows(
                             continue
                         groups.append(
                             (
-                                _moved([v[i] for i in cur], pol.direction, effect),
+                                moved([v[i] for i in cur], pol.direction, effect),
                                 [v[i] for i in base],
                                 [lab[i] for i in base],
                             )
                         )
                         group_units.append(unit)
-                    d = stats.engine_wide(
+                    d = engine_wide(
                         groups,
                         pol.direction,
                         min_effect=pol.tolerance,
@@ -369,7 +306,7 @@ def engine_rows(
                         units=group_units,
                     )
                     red.append(bool(d.regressed))
-                row[effect] = _rate(red, weights)
+                row[effect] = rate(red, weights)
             rows.append(row)
     return rows
 
@@ -401,7 +338,7 @@ def describe(leave_out: str, k: int = 1) -> str:
 
 def table(
     rows: list[dict[str, Any]],
-    alpha: stats.AlphaSplit,
+    alpha: AlphaSplit,
     k: int,
     source: str,
     leave_out: str = "pass",

@@ -13,8 +13,8 @@ from pydantic import Field
 
 from specperf.config import DEFAULT_METRICS, KnownIssue, MetricPolicy, Rule, parse_rules
 from specperf.errors import ConfigError
-from specperf.stats import AlphaSplit
 from specperf.validation import Table, says, validate
+from specperf.verdict.levels import AlphaSplit
 from specperf.verdict.results import SUITE_SNAPSHOT
 
 
@@ -47,7 +47,7 @@ class KnownIssueSnapshot(Table):
 
 
 class LevelsSnapshot(Table):
-    """The per-check levels the run decided with (``stats.AlphaSplit``, from the whole matrix:
+    """The per-check levels the run decided with (``levels.AlphaSplit``, from the whole matrix:
     a filtered run, a shard or one folder judged later must use the same ones)."""
 
     item: Annotated[float, Field(gt=0, le=1)]

@@ -4,12 +4,12 @@ engine fingerprint matches, so a spread from 3 items x 5 starts is used instead 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from specperf import stats
 from specperf.baselines import BaselineEntry, BaselineFile, fingerprint_diff
 from specperf.config import ItemKey
+from specperf.verdict.logscale import log_values, pass_means, pooled_spread
 
 
 def config_key(key: ItemKey) -> tuple[str, str, str, str]:
@@ -55,27 +55,37 @@ def spread_peers(
     ]
 
 
+def start_spread(items: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The start-to-start spread (log) of items of one engine config, each given by its start
+    values: ``logscale.pooled_spread`` with one item's df."""
+    return pooled_spread([log_values(v) for v in items])
+
+
+def pass_spread(items: Sequence[tuple[Sequence[float], Sequence[Hashable]]]) -> tuple[float, int]:
+    """The spread of pass means (log) of items of one engine config, each given by its start
+    values and their pass labels: ``logscale.pooled_spread`` with one item's df (the most
+    passes any item has, less one), since the items of a config share each pass."""
+    return pooled_spread([[m for m, _ in pass_means(v, p)] for v, p in items])
+
+
 def config_spread(
     entry: BaselineEntry, siblings: Sequence[BaselineEntry], metric: str
 ) -> tuple[float, int] | None:
-    """The start-to-start spread of ``metric`` pooled over the entry and its peers of the
-    same engine config (stats.pooled_spread), or None when there are no peers to pool: the
-    item's own spread is used then."""
+    """The start-to-start spread of ``metric`` pooled over the entry and its peers of the same
+    engine config (``start_spread``), or None when there are no peers to pool: the item's own
+    spread is used then."""
     same = spread_peers(entry, siblings, metric)
     if not same:
         return None
-    groups = [entry.start_values(metric)] + [e.start_values(metric) for e in same]
-    return stats.pooled_spread(groups)
+    return start_spread([e.start_values(metric) for e in (entry, *same)])
 
 
 def config_pass_spread(
     entry: BaselineEntry, siblings: Sequence[BaselineEntry], metric: str
 ) -> tuple[float, int] | None:
     """The spread of pass means of ``metric`` pooled over the entry and its peers of the same
-    engine config (stats.pooled_pass_spread), or None without peers."""
+    engine config (``pass_spread``), or None without peers."""
     same = spread_peers(entry, siblings, metric)
     if not same:
         return None
-    return stats.pooled_pass_spread(
-        [(e.start_values(metric), e.start_passes(metric)) for e in (entry, *same)]
-    )
+    return pass_spread([(e.start_values(metric), e.start_passes(metric)) for e in (entry, *same)])

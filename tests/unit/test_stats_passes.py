@@ -1,6 +1,6 @@
-"""specperf.stats, the pass above the start: a run's starts share its host and window, so with
-enough baseline passes the verdict compares this run as ONE pass value with the spread of the
-baseline's pass means (docs/verdict.md, "The decision"). Seeded simulations where the
+"""The verdict's statistics, the pass above the start: a run's starts share its host and window,
+so with enough baseline passes the verdict compares this run as ONE pass value with the spread of
+the baseline's pass means (docs/verdict.md, "The decision"). Seeded simulations where the
 pass-to-pass spread equals the start-to-start spread show why: counting a
 3-start run as three independent values raises the false-alarm rate many times over its level."""
 
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from specperf import stats
+from specperf.verdict import decision, engine_effect, logscale
 
 # Two-level noise of the size a GPU profile's passes show, log scale: (start-to-start sd,
 # pass-to-pass sd) per item.
@@ -40,7 +40,9 @@ def _engine_red_rate(use_passes: bool, effect: float, k: int = 3, seed: int = 7)
             base, labels = _draw(rng, item, BASELINE_PASSES, "base")
             cur, _ = _draw(rng, item, (k,), "run", effect)
             groups.append((cur, base, labels if use_passes else None))
-        d = stats.engine_wide(groups, "higher", alpha=LEVEL, min_effect=0.0, units=list(NOISE))
+        d = engine_effect.engine_wide(
+            groups, "higher", alpha=LEVEL, min_effect=0.0, units=list(NOISE)
+        )
         red += bool(d.regressed)
     return red / TRIALS
 
@@ -63,7 +65,7 @@ def test_pass_level_item_check_keeps_its_level():
         base, labels = _draw(rng, "eagle3", BASELINE_PASSES, "base")
         cur, _ = _draw(rng, "eagle3", (3,), "run")
         for use in (True, False):
-            d = stats.decide(
+            d = decision.decide(
                 cur,
                 base,
                 "higher",
@@ -79,8 +81,8 @@ def test_pass_level_item_check_keeps_its_level():
 def test_one_start_per_pass_and_one_start_now_is_the_start_level_test():
     base = [97.0, 99.0, 100.0, 101.0, 103.0]
     labels = [("host", f"2026-12-0{i}") for i in range(1, 6)]
-    with_passes = stats.decide([93.0], base, "higher", alpha=0.01, baseline_passes=labels)
-    without = stats.decide([93.0], base, "higher", alpha=0.01)
+    with_passes = decision.decide([93.0], base, "higher", alpha=0.01, baseline_passes=labels)
+    without = decision.decide([93.0], base, "higher", alpha=0.01)
     assert with_passes.p_value == pytest.approx(without.p_value)
     assert with_passes.reason.startswith("unit: the pass")
 
@@ -88,8 +90,8 @@ def test_one_start_per_pass_and_one_start_now_is_the_start_level_test():
 def test_fewer_than_three_passes_falls_back_to_starts_and_says_so():
     base = [97.0, 99.0, 100.0, 101.0, 103.0, 98.0]
     labels = [("host", "day1")] * 3 + [("host", "day2")] * 3
-    d = stats.decide([90.0, 91.0, 89.0], base, "higher", alpha=0.01, baseline_passes=labels)
-    plain = stats.decide([90.0, 91.0, 89.0], base, "higher", alpha=0.01)
+    d = decision.decide([90.0, 91.0, 89.0], base, "higher", alpha=0.01, baseline_passes=labels)
+    plain = decision.decide([90.0, 91.0, 89.0], base, "higher", alpha=0.01)
     assert d.p_value == pytest.approx(plain.p_value)
     assert "2 pass(es), fewer than 3: starts taken as independent" in d.reason
 
@@ -102,8 +104,8 @@ def test_a_run_shifted_within_the_pass_spread_is_not_a_regression():
         base += [level * f for f in (0.995, 1.0, 1.005)]
         labels += [("vm", f"night-{i}")] * 3
     cur = [90.0, 90.3, 89.8]
-    passes = stats.decide(cur, base, "higher", alpha=0.01, baseline_passes=labels)
-    starts = stats.decide(cur, base, "higher", alpha=0.01)
+    passes = decision.decide(cur, base, "higher", alpha=0.01, baseline_passes=labels)
+    starts = decision.decide(cur, base, "higher", alpha=0.01)
     assert passes.regressed is False and starts.regressed is True
 
 
@@ -112,13 +114,13 @@ def test_a_run_with_fewer_starts_than_the_baseline_passes_pays_for_its_own_noise
     for i, level in enumerate((100.0, 101.0, 99.0, 100.5, 99.5)):
         base += [level * f for f in (0.9, 1.0, 1.1)]
         labels += [("vm", f"night-{i}")] * 3
-    one = stats.decide([85.0], base, "higher", alpha=0.01, baseline_passes=labels)
-    three = stats.decide([85.0, 85.0, 85.0], base, "higher", alpha=0.01, baseline_passes=labels)
+    one = decision.decide([85.0], base, "higher", alpha=0.01, baseline_passes=labels)
+    three = decision.decide([85.0, 85.0, 85.0], base, "higher", alpha=0.01, baseline_passes=labels)
     assert one.p_value > three.p_value  # one start carries the full start-to-start noise
 
 
 def test_pass_means_groups_by_label_in_order_and_checks_lengths():
-    means = stats.pass_means([1.0, math.e, math.e**2], ["a", "b", "b"])
+    means = logscale.pass_means([1.0, math.e, math.e**2], ["a", "b", "b"])
     assert means == [(0.0, 1), (pytest.approx(1.5), 2)]
     with pytest.raises(ValueError, match="3 values but 2 pass labels"):
-        stats.pass_means([1.0, 2.0, 3.0], ["a", "b"])
+        logscale.pass_means([1.0, 2.0, 3.0], ["a", "b"])

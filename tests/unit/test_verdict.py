@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from specperf import baselines as bl
-from specperf import stats
 from specperf import verdict as vd
 from specperf.cli import main as cli_main
 from specperf.config import DEFAULT_METRICS, ItemKey, KnownIssue, MetricPolicy, parse_rules
@@ -1153,7 +1152,7 @@ def test_a_later_verdict_decides_at_the_runs_own_levels(tmp_path, monkeypatch):
         verdicts[name] = tok.status
     assert verdicts == {"recounted": "fail", "strict": "pass"}
     assert vd.alpha_from_snapshot({"alpha": {"item": 0.001, "engine_wide": 0.002}}) == (
-        stats.AlphaSplit(0.001, 0.002)
+        vd.AlphaSplit(0.001, 0.002)
     )
     assert vd.alpha_from_snapshot(snap) is None
     with pytest.raises(ConfigError, match="alpha"):

@@ -12,6 +12,7 @@ import pytest
 from specperf.baselines import BaselineEntry, BaselineFile, BaselineMetric
 from specperf.config import ItemKey, MetricPolicy
 from specperf.verdict import power as vp
+from specperf.verdict import splits as vs
 
 TPS = "output_throughput_tok_s"
 MAL = "mean_acceptance_length"
@@ -86,9 +87,9 @@ def test_pass_mode_differs_from_start_mode_where_one_pass_is_slow() -> None:
 def test_runs_match_by_label_else_by_pass_order() -> None:
     a, b, c, d = ("h", "t1", "x"), ("h", "t2", "y"), ("h", "t3", "z"), ("h", "t4", "w")
     # labels shared between items: matched by label
-    assert vp._runs([[a, a, b], [b, a]]) == [[a, a, b], [b, a]]
+    assert vs.match_runs([[a, a, b], [b, a]]) == [[a, a, b], [b, a]]
     # no label shared, as many passes (each item stamped with its own time): the i-th passes
-    assert vp._runs([[a, a, b], [c, d, d]]) == [[0, 0, 1], [0, 1, 1]]
+    assert vs.match_runs([[a, a, b], [c, d, d]]) == [[0, 0, 1], [0, 1, 1]]
 
 
 def test_one_item_engine_gets_an_engine_wide_row() -> None:
@@ -163,9 +164,9 @@ def test_machine_mode_judges_a_pass_against_other_machines_only() -> None:
 
 def test_machine_mode_counts_each_machine_once() -> None:
     """A machine with three passes holds three splits; weighted, it counts as one machine."""
-    assert vp.machine_weights(["a", "a", "a", "b"]) == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1])
-    assert vp._rate([True, True, True, False], vp.machine_weights(["a", "a", "a", "b"])) == 0.5
-    assert vp._rate([True, False], [1.0, 1.0]) == 0.5
+    assert vs.machine_weights(["a", "a", "a", "b"]) == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1])
+    assert vs.rate([True, True, True, False], vs.machine_weights(["a", "a", "a", "b"])) == 0.5
+    assert vs.rate([True, False], [1.0, 1.0]) == 0.5
 
 
 def test_machine_mode_on_one_machine_gives_no_rows() -> None:
