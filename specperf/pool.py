@@ -151,9 +151,9 @@ def resolve_spec(spec: EngineSpec) -> EngineSpec:
 
 
 def resolve_env_python(name: str) -> str:
-    from specperf import envs
+    from specperf import engine_envs
 
-    return str(envs.python_path(name))
+    return str(engine_envs.python_path(name))
 
 
 # ``tiny:<recipe><suffix>``: the target, its random-init EAGLE3 head, its fitted EAGLE3 head

