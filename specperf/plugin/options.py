@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specperf.plugin.state import DEFAULT_SUITE
-from specperf.session import UPDATE_MODES
+from specperf.suite_run import UPDATE_MODES
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -38,7 +38,7 @@ class Reporter:
             return
         from specperf.baselines import baseline_path
         from specperf.fileio import write_text_atomic
-        from specperf.session import merge_rule_checks, session_rule_checks
+        from specperf.suite_run import merge_rule_checks, run_level_checks
 
         profile = config.getoption("hardware_profile") or _profile_from_results(state.results_dir)
         bfile = baseline_path(
@@ -47,16 +47,16 @@ class Reporter:
             state.suite.baseline_file,
         )
         try:
-            session_checks = session_rule_checks(state.suite, state.results_dir, bfile)
+            run_checks = run_level_checks(state.suite, state.results_dir, bfile)
         except SpecperfError as exc:  # rules that cannot be judged never end as a pass
-            session_checks = [
+            run_checks = [
                 vd.Check("session", "rules", "fail", reason=f"rules not evaluated: {exc}")
             ]
         strict = bool(config.getoption("strict_baselines")) and not config.getoption(
             "update_baselines"
         )
         state.checks, state.session_failures = merge_rule_checks(
-            state.checks, session_checks, strict=strict
+            state.checks, run_checks, strict=strict
         )
         counts: dict[str, int] = {}
         for c in state.checks:
@@ -126,7 +126,7 @@ class Reporter:
 def stored_report_only(results_dir: Path) -> list[str]:
     """One WARNING line per metric an update stored report-only (a gate that could not fail):
     said at the end by the controller, since under xdist a worker's progress lines are not."""
-    from specperf.session_results import BASELINE_UPDATES, report_only_line
+    from specperf.suite_run.baseline_update import BASELINE_UPDATES, report_only_line
 
     path = results_dir / BASELINE_UPDATES
     if not path.exists():

@@ -45,7 +45,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from specperf.envs import TORCH_BUILDS
+from specperf.engine_envs import TORCH_BUILDS
 from specperf.errors import ConfigError, SpecperfError
 from specperf.release_versions import (
     IndexVersions,

@@ -27,7 +27,7 @@ from specperf.config import load_suite
 from specperf.datasets import load_dataset
 from specperf.engines import get_engine_class
 from specperf.engines.base import Devices, EngineSpec
-from specperf.envs import python_path
+from specperf.engine_envs import python_path
 from specperf.errors import SpecperfError
 from specperf.measure import measure
 from specperf.schemas import SamplingParams, WorkloadSpec

@@ -297,7 +297,7 @@ def simulate_item(label: str, method: str, dataset: str, c: int) -> tuple[dict, 
 
 
 def enrich(summary: dict, records: list) -> None:
-    """What the suite's session adds after measuring (``session_results.write_item_summary``):
+    """What the suite's session adds after measuring (``suite_run.summary.write_item_summary``):
     the aggregated figures (a bootstrap interval over requests for one run) and the per-repeat
     figures."""
     summary["figures"] = aggregate([summary], list(DEFAULT_METRICS), records)
@@ -317,7 +317,7 @@ def _zero(k: int) -> Counters:
 
 
 def run_info(build: str, method: str, dataset: str, c: int) -> dict[str, Any]:
-    """What the suite's session hands ``measure()`` (``Session.run_info``), plus what
+    """What the suite's session hands ``measure()`` (``SuiteRun.run_info``), plus what
     ``measure()`` derives itself (dataset version, prefix-cache policy, environment)."""
     engine, version, _, label = ENGINES[build]
     k = METHODS[method][0]

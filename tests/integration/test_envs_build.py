@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specperf import envs
+from specperf import engine_envs
 from specperf.cli import main as cli_main
-from specperf.envs import EnvInstallError, create, python_path, recipe_for
+from specperf.engine_envs import EnvInstallError, create, python_path, recipe_for
 from tests.unit.test_envs import FAKE_KIND, fake_engine  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -27,11 +27,11 @@ def test_create_builds_verifies_marks_and_reuses(
     env_dir = tmp_path / "envs" / "fakeeng-1.0"
     assert python == env_dir / "bin" / "python" and python.exists()
     assert "pip install" in out.err and "verifying" in out.err
-    marker = json.loads((env_dir / envs.MARKER).read_text())
+    marker = json.loads((env_dir / engine_envs.MARKER).read_text())
     assert marker["versions"] == {"specperf_fakepkg": "1.0", "not-installed-dist": None}
     assert marker["recipe_digest"] == recipe_for(f"{FAKE_KIND}==1.0").digest()
     assert len(marker["pip_freeze_sha256"]) == 64
-    assert (env_dir / envs.INSTALL_LOG).exists()
+    assert (env_dir / engine_envs.INSTALL_LOG).exists()
     assert python_path(f"{FAKE_KIND}==1.0") == python == python_path("fakeeng-1.0")
 
     # second call: instant, nothing rebuilt

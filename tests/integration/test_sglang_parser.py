@@ -33,11 +33,11 @@ VERSIONS = ("0.5.23", "0.5.2")
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def env(request: pytest.FixtureRequest) -> tuple[str, Version]:
-    from specperf import envs
+    from specperf import engine_envs
 
     version = request.param
     try:
-        python = str(envs.python_path(f"sglang=={version}"))
+        python = str(engine_envs.python_path(f"sglang=={version}"))
     except ConfigError as exc:
         pytest.skip(f"SGLang {version} parser env missing: {exc}")
     return python, Version(version)

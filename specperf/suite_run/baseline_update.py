@@ -1,24 +1,18 @@
-"""What the suite session writes for one item besides the measurement itself: the item's
-``summary.json`` over its repeats (``write_item_summary``) and, when ``--update-baselines`` asks
-for it, the item's baseline entry with its provenance (``update_baseline``). Plain functions of
-the session's options, so ``session.SuiteSession`` keeps the steps of an item."""
+"""``--update-baselines``: the item's baseline entry with its provenance, written when the
+update mode asks for it (never from a run whose requests failed), and one line per entry in the
+run's ``baseline-updates.jsonl``."""
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specperf import baselines as bl
 from specperf import verdict as vd
-from specperf.errors import SpecperfError
-from specperf.fileio import append_jsonl, write_text_atomic
-
-if TYPE_CHECKING:
-    from specperf.session import ItemRun, SessionOptions
-
+from specperf.fileio import append_jsonl
+from specperf.suite_run.options import ItemRun, RunOptions
 
 BASELINE_UPDATES = "baseline-updates.jsonl"  # one line per entry an update wrote
 
@@ -28,58 +22,11 @@ def report_only_line(item: str, metric: str, why: str) -> str:
     return f"WARNING {item}: {metric} stored report-only: {why}"
 
 
-def write_item_summary(
-    item_dir: Path, summaries: list[dict[str, Any]], metrics: list[str], fresh_starts: bool
-) -> dict[str, Any]:
-    """Write the item's summary.json: repeat 1's summary with ``figures`` (medians and
-    intervals over repeats, or a bootstrap interval over requests) and ``repeats``."""
-    if not summaries:
-        raise SpecperfError(f"{item_dir}: no run was measured")
-    first = vd.ItemResult(summaries[0], item_dir)
-    reqs = first.requests() if len(summaries) == 1 else []
-    figures = vd.aggregate(summaries, metrics, reqs, fresh_starts=fresh_starts)
-    summary = dict(summaries[0])
-    summary["figures"] = figures
-    summary["repeats"] = [
-        {m: vd.figure(s, m) for m in figures}
-        | {
-            "engine_died": bool(s.get("engine_died")),
-            "wall_clock": s.get("wall_clock"),
-            "duration_s": s.get("duration_s"),
-        }
-        for s in summaries
-    ]
-    if len(summaries) > 1:
-        summary["repeat_1"] = {m: vd.figure(summaries[0], m) for m in figures}
-        for metric, fig in figures.items():
-            _set_path(summary, metric, fig.get("value"))
-        summary["completed"] = min(int(s.get("completed") or 0) for s in summaries)
-        summary["failed"] = max(int(s.get("failed") or 0) for s in summaries)
-        summary["engine_died"] = any(s.get("engine_died") for s in summaries)
-        summary.setdefault("notes", []).append(
-            f"figures are medians over {len(summaries)} repeats; requests.jsonl is repeat 1's"
-        )
-    write_text_atomic(item_dir / vd.SUMMARY, json.dumps(summary, indent=1, default=str) + "\n")
-    return summary
-
-
-def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    cur = d
-    for p in parts[:-1]:
-        nxt = cur.get(p)
-        if not isinstance(nxt, dict):
-            return
-        cur = nxt
-    if parts[-1] in cur or value is not None:
-        cur[parts[-1]] = value
-
-
 def update_baseline(
     run: ItemRun,
     entry: bl.BaselineEntry | None,
     checks: list[vd.Check],
-    opts: SessionOptions,
+    opts: RunOptions,
     baseline_file: Path,
     progress_line: Callable[[str], None],
 ) -> bool:
@@ -121,7 +68,7 @@ def update_baseline(
     return True
 
 
-def provenance(run: ItemRun, opts: SessionOptions) -> dict[str, Any]:
+def provenance(run: ItemRun, opts: RunOptions) -> dict[str, Any]:
     """Where, how and from how much the item's baseline entry was measured."""
     s = run.result.summary
     env = s.get("environment") or {}

@@ -1,18 +1,8 @@
-"""One suite run on one worker, without pytest: engine from the pool, measurement (with
-repeats), the item's results on disk, its verdict and the baseline update. The pytest plugin is
-thin glue around this class, so everything here is testable with plain function calls.
-
-Results directory layout (read by ``specperf verdict``, ``specperf report`` and ``merge``):
-  suite.json            resolved policies, rules and quarantines of the suite (a snapshot)
-  engine-starts.jsonl   one line per engine start/stop (worker, spec digest, pid, devices)
-  progress.log          progress lines of long items (also printed when not under xdist)
-  verdicts.jsonl        every check of every item, appended as items finish
-  verdict.json          the final verdict of the session (written by the controller)
-  engines/              engine logs
-  <item-id>/summary.json, requests.jsonl    (repeat 1; figures are medians over repeats)
-  <item-id>/repeat-<k>/summary.repeat.json, requests.jsonl    (repeats 2..N)
-  <item-id>/sizing/summary.sizing.json, requests.jsonl    (a too-short first start, when the
-                        item was sized again: specperf.workload.sizing; not an item start)
+"""``SuiteRun``: the worker's view of a suite run. It owns the engine pool, measures an item
+(engine from the pool, ``repeat`` starts or repeats, the request count sized to the item's
+minimum duration) and judges it (checks against the baseline and the item's own same-run rules,
+the baseline update when asked, the outcome). The results directory's layout:
+``specperf.suite_run``.
 """
 
 from __future__ import annotations
@@ -24,68 +14,31 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specperf import baselines as bl
+from specperf import datasets, environment
 from specperf import verdict as vd
-from specperf.config import Item, Suite
+from specperf.config import Item
 from specperf.engines.base import Devices, EngineSpec
 from specperf.errors import EngineStartError, SpecperfError
 from specperf.fileio import write_text_atomic
+from specperf.measure import measure as measure_run
 from specperf.pool import START_LOG, EnginePool, one_at_a_time
-from specperf.session_results import update_baseline, write_item_summary
+from specperf.suite_run.baseline_update import update_baseline
+from specperf.suite_run.options import UPDATE_MODES, ItemRun, RunOptions
+from specperf.suite_run.sizing import keep_sizing_start, with_requests
+from specperf.suite_run.summary import write_item_summary
 from specperf.workload import sizing
 
-UPDATE_MODES = ("all", "missing", "failed")
 REPEAT_SUMMARY = "summary.repeat.json"
 
 
-@dataclass
-class SessionOptions:
-    suite: Suite
-    results_dir: Path
-    baselines_dir: Path
-    hardware_profile: str
-    devices: Devices = field(default_factory=Devices)
-    hardware_profile_overridden: bool = False  # --hardware-profile given, not detected
-    repeat: int = 1
-    restart_between_repeats: bool = False  # each repeat on a fresh engine start
-    tier: str | None = None
-    update: str | None = None  # None | all | missing | failed
-    strict: bool = False
-    one_at_a_time: bool = False
-    progress_every: int = 0  # requests per progress line; 0: about every 10 %
-    rerun_hint: str = "pytest -m perf"  # the command line that selects this run's items
-    # item keys this run selected (after --method/-k/--shard); None: not known (every item)
-    selected: tuple[str, ...] | None = None
-    # Called with the repeat number k >= 2 after the previous start's engine is stopped and before
-    # the next one starts (``restart_between_repeats`` only). An A/B comparison on a shared host
-    # runs the other configuration's start here, so both sides share the window start by start
-    # (a one-block baseline misses the drift that follows it: docs/baselines.md, "Same-window
-    # comparisons must interleave").
-    between_starts: Callable[[int], None] | None = None
-
-
-@dataclass
-class ItemRun:
-    """What measuring one item produced."""
-
-    item: Item
-    dir: Path
-    result: vd.ItemResult
-    summaries: list[dict[str, Any]]
-    engine_version: str | None
-    checks: list[vd.Check] = field(default_factory=list)
-    outcome: vd.Outcome | None = None
-    updated: bool = False
-
-
-class SuiteSession:
+class SuiteRun:
     """The worker's view of a suite run: owns the engine pool and writes results."""
 
-    def __init__(self, opts: SessionOptions, log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, opts: RunOptions, log: Callable[[str], None] | None = None) -> None:
         if opts.repeat < 1:
             raise SpecperfError(f"--repeat {opts.repeat}: must be >= 1")
         if opts.update is not None and opts.update not in UPDATE_MODES:
@@ -155,9 +108,6 @@ class SuiteSession:
         The request count is the baseline entry's where it fixes one, else the suite's, grown
         when its first start was shorter than the item's minimum duration
         (``specperf.workload.sizing`` says why)."""
-        from specperf import datasets
-        from specperf.measure import measure as measure_run
-
         name, path = item.key.dataset, item.dataset.path
         if path and name not in datasets.list_datasets():
             dataset = datasets.load_dataset(path, tier=item.tier)  # a custom JSONL set
@@ -213,9 +163,9 @@ class SuiteSession:
             )
             if n is None:
                 return False
-            _keep_sizing_start(item_dir)
+            keep_sizing_start(item_dir)
             size = sizing.Sizing(wl.num_requests, n, "measured", first.get("duration_s"))
-            item = _with_requests(item, n)
+            item = with_requests(item, n)
             fingerprint["num_requests"] = n
             self.progress_line(
                 f"{item.id}: sized to {size.describe()} < {sizing.SIZE_TARGET:g} x the minimum "
@@ -264,7 +214,7 @@ class SuiteSession:
             return item, fingerprint, sizing.Sizing(n0, n0, "baseline" if fixed else "suite")
         size = sizing.Sizing(n0, fixed, "baseline")
         self.progress_line(f"{item.id}: {size.describe()}")
-        return _with_requests(item, fixed), {**fingerprint, "num_requests": fixed}, size
+        return with_requests(item, fixed), {**fingerprint, "num_requests": fixed}, size
 
     def _sizes_items(self) -> bool:
         """Sizing costs engine time: done only where the suite gates a hardware-bound metric
@@ -324,7 +274,7 @@ class SuiteSession:
     # ------------------------------------------------------------------ judging
     def judge(self, run: ItemRun) -> ItemRun:
         """Checks against the baseline and the item's own same-run rules, the baseline update
-        when asked, and the outcome. Cross-engine rules wait for the end of the session."""
+        when asked, and the outcome. Cross-engine rules wait for the end of the run."""
         bfile = bl.load_baselines(self.baseline_file)
         entry = bfile.get(run.item.key)
         missing = (
@@ -391,81 +341,12 @@ class SuiteSession:
         self.pool.close()
 
 
-def _with_requests(item: Item, n: int) -> Item:
-    """``item`` measured with ``n`` requests (its id and key stay: they name no count)."""
-    return dataclasses.replace(item, workload=dataclasses.replace(item.workload, num_requests=n))
-
-
-def _keep_sizing_start(item_dir: Path) -> None:
-    """Move the too-short first start out of the item's directory into ``sizing/`` (its summary
-    renamed, so no results loader takes it for an item): nothing measured is lost."""
-    aside = item_dir.with_name(item_dir.name + ".sizing")
-    os.replace(item_dir, aside)
-    item_dir.mkdir()
-    os.replace(aside, item_dir / sizing.SIZING_DIR)
-    kept = item_dir / sizing.SIZING_DIR / vd.SUMMARY
-    if kept.exists():
-        os.replace(kept, kept.with_name(sizing.SIZING_SUMMARY))
-
-
 def _environment(profile: str, devices: Devices, overridden: bool = False) -> dict[str, Any]:
     """The environment record (specperf.environment) of this worker's devices, under the
-    session's profile (detected once per worker, or given); ``overridden``: given by the user."""
-    from specperf import environment
-
+    run's profile (detected once per worker, or given); ``overridden``: given by the user."""
     env = environment.environment_record(
         hardware_profile_override=profile, gpus=devices.gpus, cpus=devices.cpus
     )
     env["hardware_profile_overridden"] = overridden
     env["worker"] = devices.worker
     return env
-
-
-def session_rule_checks(suite: Suite, results_dir: Path, baselines_file: Path) -> list[vd.Check]:
-    """Every same-run rule over every item of the run, once all items are done: cross-engine
-    rules, rules whose inputs were measured on another worker (``group_by = "method"``), and
-    the engine-wide checks (a geometric mean over each engine's items)."""
-    results = vd.load_results([results_dir]) if results_dir.exists() else {}
-    if not results:
-        return []
-    bfile = bl.load_baselines(baselines_file)
-    rules = list(suite.rules) + list(bfile.rules)
-    alpha = vd.suite_levels(suite)
-    selected = vd.selected_from_snapshots([results_dir])
-    out = (
-        vd.evaluate_rules(rules, results, known_issues=suite.known_issues, selected=selected)
-        if rules
-        else []
-    )
-    return out + vd.engine_wide_checks(results, bfile, suite.metrics, alpha=alpha.engine_wide)
-
-
-def merge_rule_checks(
-    item_checks: list[vd.Check], session_checks: list[vd.Check], *, strict: bool = False
-) -> tuple[list[vd.Check], list[vd.Check]]:
-    """(all checks, newly failed): session-level rule checks replace the item-level ones with the
-    same key and rule; "newly failed" are failures no item reported (they fail the session).
-    Under ``strict`` (--strict-baselines) a gated session-level check that could not be judged
-    fails the session too, as ``specperf verdict --strict-baselines`` counts it."""
-    by = {(c.key, c.rule): c for c in item_checks if c.rule}
-    out = [c for c in item_checks if not c.rule]
-    seen = set()
-    new_fail = []
-    for c in session_checks:
-        before = by.get((c.key, c.rule))
-        seen.add((c.key, c.rule))
-        unjudged = strict and bool(vd.gated_not_evaluated([c]))
-        if (c.status == "fail" or unjudged) and (before is None or before.status != "fail"):
-            new_fail.append(c)
-        out.append(c)
-    out += [c for k, c in by.items() if k not in seen]
-    return out, new_fail
-
-
-__all__ = [
-    "ItemRun",
-    "SessionOptions",
-    "SuiteSession",
-    "merge_rule_checks",
-    "session_rule_checks",
-]

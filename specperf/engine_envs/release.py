@@ -28,7 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from specperf.envs.pipfail import EnvInstallError, classify
+from specperf.engine_envs.pipfail import EnvInstallError, classify
 
 _YANK_RE = re.compile(r"Reason for being yanked:\s*(.*)")
 
