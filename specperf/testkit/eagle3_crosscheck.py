@@ -25,9 +25,9 @@ from typing import Any
 
 from specperf.config import load_suite
 from specperf.datasets import load_dataset
+from specperf.engine_envs import python_path
 from specperf.engines import get_engine_class
 from specperf.engines.base import Devices, EngineSpec
-from specperf.engine_envs import python_path
 from specperf.errors import SpecperfError
 from specperf.measure import measure
 from specperf.schemas import SamplingParams, WorkloadSpec
