@@ -167,7 +167,7 @@ def qwen3_config(shape: dict[str, Any], eos: int, bos: int) -> dict[str, Any]:
 
 
 def eagle3_config(shape: dict[str, Any]) -> dict[str, Any]:
-    from specperf.eagle3.config import Eagle3Config
+    from specperf.engines.transformers.eagle3.config import Eagle3Config
 
     s = dict(shape)
     aux = tuple(s.pop("aux"))
@@ -251,8 +251,8 @@ def write_random_head(shape_dir: Path, like: Path, out: Path, seed: int) -> Path
     fitted one is: what "the head swapped for a random one" means."""
     import torch
 
-    from specperf.eagle3.checkpoint import new_head, read_state, save_head
-    from specperf.eagle3.config import load_config
+    from specperf.engines.transformers.eagle3.checkpoint import new_head, read_state, save_head
+    from specperf.engines.transformers.eagle3.config import load_config
 
     cfg = load_config(like)
     d2t = read_state(like)["d2t"].long()

@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specperf.eagle3.checkpoint import new_head, read_state, save_head
-from specperf.eagle3.config import Eagle3Config
+from specperf.engines.transformers.eagle3.checkpoint import new_head, read_state, save_head
+from specperf.engines.transformers.eagle3.config import Eagle3Config
 from specperf.testkit import eagle3_fit as fit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_full_batch_training_memorises_and_stops_early() -> None:
 def tiny() -> Any:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specperf.eagle3.checkpoint import load_head
+    from specperf.engines.transformers.eagle3.checkpoint import load_head
     from specperf.testkit.models import ensure_tiny_model, tiny_eagle3_path
 
     path = ensure_tiny_model()
@@ -113,8 +113,8 @@ class Oracle:
 def test_collected_aux_rows_are_the_positions_they_describe(tiny: Any, wrong: int | None) -> None:
     """Each example's aux row t equals the fused state a single teacher-forced forward over the
     whole sequence gives at t, and its label is token t+1 (from the last prompt token on)."""
-    from specperf.eagle3.speculate import Eagle3Speculator
-    from specperf.eagle3.target import TargetRunner
+    from specperf.engines.transformers.eagle3.speculate import Eagle3Speculator
+    from specperf.engines.transformers.eagle3.target import TargetRunner
 
     model, tok, head = tiny
     runner = TargetRunner(model, aux_layer_ids=head.cfg.aux_layer_ids, cache="dynamic")
