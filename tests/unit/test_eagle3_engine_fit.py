@@ -149,8 +149,8 @@ def test_collected_aux_rows_are_the_positions_they_describe(tiny: Any, wrong: in
 @pytest.fixture(scope="module")
 def shapes(gpu_run: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     a, b = tmp_path_factory.mktemp("models-a"), tmp_path_factory.mktemp("models-b")
-    gpu_run.build_models(a, "tiny")
-    gpu_run.build_models(b, "tiny")
+    gpu_run.models.build_models(a, "tiny")
+    gpu_run.models.build_models(b, "tiny")
     return a, b
 
 
@@ -220,7 +220,7 @@ def test_random_head_swap_keeps_shape_and_draft_vocab(gpu_run: ModuleType, tmp_p
         target_hidden_size=32,
     )
     fitted = save_head(new_head(cfg, torch.arange(30, 50), seed=3), tmp_path / "fitted")
-    out = gpu_run.write_random_head(tmp_path, fitted, tmp_path / "random", seed=7)
+    out = gpu_run.head.write_random_head(tmp_path, fitted, tmp_path / "random", seed=7)
     a, b = read_state(fitted), read_state(out)
     assert set(a) == set(b)
     assert torch.equal(a["d2t"], b["d2t"]) and torch.equal(a["t2d"], b["t2d"])
@@ -240,12 +240,12 @@ def test_annotate_starts_marks_only_this_runs_starts(gpu_run: ModuleType, tmp_pa
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
     host = {"hostname": "h", "boot_id": "boot", "gpus": [{"uuid": "GPU-1"}]}
-    assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 2
+    assert gpu_run.passes.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 2
     starts = json.loads(path.read_text())["entries"]["k"]["metrics"]["m"]["starts"]
     assert "gpu_uuid" not in starts[0] and "gpu_uuid" not in starts[1]
     assert starts[2]["gpu_uuid"] == "GPU-1" and starts[2]["boot_id"] == "boot"
     assert starts[3]["gpu_uuid"] == "GPU-1" and starts[3]["boot_id"] == "own"
-    assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 0  # idempotent
+    assert gpu_run.passes.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 0  # idempotent
 
 
 def test_data_digests_tell_tokens_aux_and_target_apart() -> None:
