@@ -310,6 +310,10 @@ def test_pinned_runs_bracket_the_candidate_and_are_judged_as_passes(tmp_path: Pa
     (tok,) = [f for f in res.failures if "output_throughput_tok_s" in f]
     assert "-10.0%" in tok and "vs 3 baseline starts" in tok, tok
     assert not [n for n in res.notes if "pinned run(s)" in n], res.notes
+    log = (tmp_path / "w" / "vllm" / "watch.log").read_text()
+    assert "== watch: run 3 of 4: candidate 0.33.0; its own verdict below is provisional " \
+        "(against the 2 pinned run(s) so far); the watch judges it against all 3" in log, log
+    assert "== watch: run 4 of 4: pinned 0.32.0\n" in log
     one = rw.watch_target(
         TARGET, suite="s", source=SOURCE, results_dir=tmp_path / "w1", runner=runner,
         pinned_runs=1,
