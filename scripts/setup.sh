@@ -18,8 +18,8 @@ set -euo pipefail
 # tests/perf runs WITHOUT --strict-baselines: CI machines differ in CPU kind (AVX2, AVX-512,
 # AMX), and a profile with no committed baseline must end green with "no baseline for profile
 # X" lines (a regression against a baseline that exists still fails). Strictness itself is
-# pinned by unit tests (tests/unit/test_plugin.py), and stale committed fingerprints by
-# tests/unit/test_committed_baselines.py.
+# pinned by unit tests (tests/unit/plugin/test_plugin.py), and stale committed fingerprints by
+# tests/unit/verdict/test_committed_baselines.py.
 MAIN_PYTEST=(pytest -m perf)
 CI_PYTEST=(pytest -ra --durations=30 tests/unit tests/browser tests/integration tests/perf)
 
@@ -111,7 +111,7 @@ try:
     print(f"   found: {datasets.spec_bench_path()}")
 except SpecperfError as exc:
     print(f"   absent: {exc}")
-    print("   without it tests/unit/test_datasets.py::test_cnn_dm_from_spec_bench and "
+    print("   without it tests/unit/workload/test_datasets.py::test_cnn_dm_from_spec_bench and "
           "::test_spec_bench_all_categories skip; get question.jsonl from the Spec-Bench "
           "repository (hemingkx/Spec-Bench, data/spec_bench/question.jsonl at commit fd2c1cd) "
           "and set SPECPERF_SPEC_BENCH to its path")

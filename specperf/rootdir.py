@@ -11,8 +11,8 @@ Once specperf's options are registered (``pytest_load_initial_conftests``, befor
 read), :func:`use_project_rootdir` takes the test paths of pytest's second parse (every option
 known) and, when they give another rootdir or ini file, sets pytest's to those. It uses pytest's
 own ``determine_setup``; the attributes it sets are pytest internals, pinned by
-tests/unit/test_rootdir.py (a pytest that renames them makes that test fail, and this becomes a
-no-op instead of an error).
+tests/unit/plugin/test_rootdir.py (a pytest that renames them makes that test fail, and this
+becomes a no-op instead of an error).
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ def engine_wide(
     moves them all, so the units' standard deviations are averaged instead,
     var(mean) = (Σ sd_unit / U)² — exact when a pass moves every engine config alike,
     conservative otherwise. Seeded simulations of the H200's measured two-level noise
-    (tests/unit/test_stats_passes.py) put a 3-start run's false-alarm rate at 1.1 % for a level
-    of 1 % when passes move both configs alike, 0.3 % when they move them nearly independently;
+    (tests/unit/verdict/test_stats_passes.py) put a 3-start run's false-alarm rate at 1.1 % for a
+    level of 1 % when passes move both configs alike, 0.3 % when they move them nearly independently;
     the start-level test gave 6.8 % there.
 
     One item is enough: an engine config with a single item (the H200 suite's decode-loop

@@ -12,7 +12,7 @@ import pytest
 from specperf import engine_envs
 from specperf.cli import main as cli_main
 from specperf.engine_envs import EnvInstallError, create, python_path, recipe_for
-from tests.unit.test_envs import FAKE_KIND, fake_engine  # noqa: F401 - fixture
+from tests.unit.engine_envs.test_envs import FAKE_KIND, fake_engine  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
 
