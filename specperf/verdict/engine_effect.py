@@ -45,10 +45,10 @@ def engine_wide(
     every unit of this run was measured in the same pass (one host, one window), whose speed
     moves them all, so the units' standard deviations are averaged instead,
     var(mean) = (Σ sd_unit / U)² — exact when a pass moves every engine config alike,
-    conservative otherwise. Seeded simulations of the H200's measured two-level noise
-    (tests/unit/verdict/test_stats_passes.py) put a 3-start run's false-alarm rate at 1.1 % for a
-    level of 1 % when passes move both configs alike, 0.3 % when they move them nearly
-    independently; the start-level test gave 6.8 % there.
+    conservative otherwise. Seeded simulations of two-level noise
+    (tests/unit/verdict/test_stats_passes.py) hold a 3-start run's false-alarm rate near the
+    level whether passes move the configs alike or independently, where the start-level test
+    would exceed it several-fold.
 
     One item is enough: an engine config with a single item (the H200 suite's decode-loop
     engine) is then judged at the engine-wide level, which the run's budget reserves for every
