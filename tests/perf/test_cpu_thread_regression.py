@@ -16,8 +16,8 @@ Interleaved, every start of the unchanged run sits between two baseline starts, 
 baseline's spread includes what the window drifted, and a drift that is a trend moves both sides
 alike instead of turning the later one red. The throttled run's three starts sit together
 between B4 and B5: its effect (−75 … −85 %) is an order beyond any drift, so interleaving it
-would buy nothing but two more engine starts. The session's ``between_starts`` hook runs the baseline starts
-between a run's own starts. The starts are minutes apart on one machine, so they are one pass
+would buy nothing but two more engine starts. The session's ``between_starts`` hook runs the
+baseline starts between a run's own starts. The starts are minutes apart on one machine, so they are one pass
 (``baselines.INDEPENDENT_AFTER_H``) and the test is start-level: five baseline starts and three
 judged ones.
 
