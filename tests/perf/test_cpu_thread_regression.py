@@ -17,9 +17,9 @@ baseline's spread includes what the window drifted, and a drift that is a trend 
 alike instead of turning the later one red. The throttled run's three starts sit together
 between B4 and B5: its effect (−75 … −85 %) is an order beyond any drift, so interleaving it
 would buy nothing but two more engine starts. The session's ``between_starts`` hook runs the
-baseline starts between a run's own starts. The starts are minutes apart on one machine, so they are one pass
-(``baselines.INDEPENDENT_AFTER_H``) and the test is start-level: five baseline starts and three
-judged ones.
+baseline starts between a run's own starts. The starts are minutes apart on one machine, so
+they are one pass (``baselines.INDEPENDENT_AFTER_H``) and the test is start-level: five baseline
+starts and three judged ones.
 
 The slowdown: ``tests/tools/throttle_engine.py --under <this pid>`` stops the process group of
 this test's own vLLM server ``THROTTLE_SHARE`` of the time (SIGSTOP/SIGCONT every 100 ms), which
