@@ -80,7 +80,13 @@ def watch_target(
     runs.append(("candidate", cand, cand_dir))
     runs += [("pinned", target.pinned, d) for d in pinned_dirs[before:]]
     for k, (which, ver, out) in enumerate(runs, 1):
-        _announce(log, _run_line(k, runs, which, ver))
+        line = f"watch: run {k} of {len(runs)}: {which} {ver}"
+        if which == "candidate":  # judged in-run against the pinned runs so far only
+            line += (
+                f"; its own verdict below is provisional (against the {before} pinned run(s) so "
+                f"far); the watch judges it against all {pinned_runs} after the last run"
+            )
+        _announce(log, line)
         scratch = base / f"baselines-{which}"  # the repository's baselines stay out
         if which == "candidate" or out == pinned_dir:  # later pinned runs append their starts
             shutil.rmtree(scratch, ignore_errors=True)
@@ -132,20 +138,6 @@ def watch_target(
             f"({counts.get('pass', 0)} checks passed)"
         )
     return res
-
-
-def _run_line(k: int, runs: Sequence[tuple[str, str, Path]], which: str, ver: str) -> str:
-    """What run ``k`` of the schedule is; the candidate's own pytest verdict is against the
-    pinned runs made so far, so it is named provisional (the watch judges after the last)."""
-    head = f"watch: run {k} of {len(runs)}: {which} {ver}"
-    if which != "candidate":
-        return head
-    pinned = [r for r in runs if r[0] == "pinned"]
-    before = sum(1 for r in runs[: k - 1] if r[0] == "pinned")
-    return (
-        f"{head}; its own verdict below is provisional (against the {before} pinned run(s) so "
-        f"far); the watch judges it against all {len(pinned)} after the last run"
-    )
 
 
 def _announce(log: Path, line: str) -> None:
