@@ -26,9 +26,30 @@ def test_ci_runs_the_readmes_second_command() -> None:
 def test_the_ci_test_command_is_written_once() -> None:
     files = [SCRIPT, REPO / ".ci" / "run", REPO / "README.md", REPO / "tox.ini"]
     files += list((REPO / ".github" / "workflows").glob("*.yml"))
-    hits = [f for f in files if "tests/unit tests/browser tests/integration" in f.read_text()]
-    assert hits == [SCRIPT]
-    assert len(re.findall(r"^CI_PYTEST=\(", SCRIPT.read_text(), re.M)) == 1
+    for paths in ("tests/unit tests/browser", "tests/integration tests/perf"):
+        assert [f for f in files if paths in f.read_text()] == [SCRIPT], paths
+    for name in ("CI_PYTEST_PARALLEL", "CI_PYTEST_SERIAL"):
+        assert len(re.findall(rf"^{name}=\(", SCRIPT.read_text(), re.M)) == 1, name
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "want"), [(1, 0, 1), (0, 3, 3), (4, 3, 4), (0, 0, 0)]
+)
+def test_both_ci_runs_run_and_the_first_failure_is_the_status(
+    tmp_path: Path, first: int, second: int, want: int
+) -> None:
+    """The ``test`` command runs both CI pytest runs, whatever the first one's outcome."""
+    text = SCRIPT.read_text()
+    body = re.search(r"^run_pytest\(\) \{.*?^\}", text, re.M | re.S)
+    runs = re.search(r"^    rc=0 rc2=0\n.*?^    exit .*?$", text, re.M | re.S)
+    assert body is not None and runs is not None
+    stub = "START=0\nstep() { :; }\nreport_disk() { :; }\n" + body.group(0)
+    stub += f"\nCI_PYTEST_PARALLEL=(bash -c 'exit {first}')"
+    stub += f"\nCI_PYTEST_SERIAL=(bash -c 'echo second; exit {second}')\n"
+    script = tmp_path / "t.sh"
+    script.write_text(f"set -euo pipefail\n{stub}\n{runs.group(0)}\n")
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert r.returncode == want and "second" in r.stdout
 
 
 def test_no_tests_ran_fails(tmp_path: Path) -> None:
