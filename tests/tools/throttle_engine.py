@@ -2,8 +2,8 @@
 """TEST-ONLY: slow running engines down by a known share, to prove the verdict sees it.
 
     python tests/tools/throttle_engine.py --share 0.10 [--period 0.1] [--match ngram]
-        [--duration 1800] [--mark specperf.engines.hf_server] [--under PID] [--report FILE]
-        [--after-ready]
+        [--duration 1800] [--mark specperf.engines.transformers.server] [--under PID]
+        [--report FILE] [--after-ready]
 
 Every ``period`` seconds it stops the process group of each matching engine server (SIGSTOP)
 for ``share × period`` seconds, then lets it run (SIGCONT): the engine loses that share of its
@@ -14,15 +14,15 @@ cores it wakes when it should. Without both, on two busy cores a nominal share c
 much less than its share while the report claims it was stopped.
 
 Engines are found by their command line (``--mark``: ``vllm.entrypoints.openai.api_server`` by
-default, ``specperf.engines.hf_server`` for the transformers engine on a GPU; plus ``--match`` text
-such as a method name, so one method's engine can be throttled alone). ``--under PID`` takes only
-engines that process started, from the pidfiles specperf writes under the runtime dir
-(``SPECPERF_RUNTIME_DIR``; their process group is the one Popen made, no /proc lookup involved) and
-from PID's descendants: a test throttles its own engines and nobody else's. New engines are picked
-up within a second of starting; with ``--after-ready`` a group is held only once its server answers
-``GET /health`` on the ``--port`` of its command line (127.0.0.1, 0.5 s timeout, once a second), so
-an engine's start-up runs at full speed and only what is measured is slowed (a test saves minutes
-per throttled start).
+default, ``specperf.engines.transformers.server`` for the transformers engine on a GPU; plus
+``--match`` text such as a method name, so one method's engine can be throttled alone). ``--under
+PID`` takes only engines that process started, from the pidfiles specperf writes under the runtime
+dir (``SPECPERF_RUNTIME_DIR``; their process group is the one Popen made, no /proc lookup involved)
+and from PID's descendants: a test throttles its own engines and nobody else's. New engines are
+picked up within a second of starting; with ``--after-ready`` a group is held only once its server
+answers ``GET /health`` on the ``--port`` of its command line (127.0.0.1, 0.5 s timeout, once a
+second), so an engine's start-up runs at full speed and only what is measured is slowed (a test
+saves minutes per throttled start).
 
 ``--report FILE`` writes, at exit, what was throttled: the priority it got, and per process
 group the cycles it was stopped, the seconds from its first stop to its last (``held_s``), the

@@ -22,10 +22,10 @@ TOOL = ROOT / "tests" / "tools" / "reject_drafts"
 SCRIPT = r"""
 import json, sys, torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from specperf.eagle3.checkpoint import load_head
-from specperf.eagle3.sampling import Sampling, TokenSampler
-from specperf.eagle3.speculate import Eagle3Speculator
-from specperf.eagle3.target import TargetRunner
+from specperf.engines.transformers.eagle3.checkpoint import load_head
+from specperf.engines.transformers.eagle3.sampling import Sampling, TokenSampler
+from specperf.engines.transformers.eagle3.speculate import Eagle3Speculator
+from specperf.engines.transformers.eagle3.target import TargetRunner
 from specperf.testkit.eagle3_fit import chat_ids, ensure_fitted_head
 from specperf.testkit.models import ensure_tiny_model
 
@@ -96,7 +96,7 @@ def test_unset_rate_changes_nothing(clean):
 def test_replaced_drafts_lower_acceptance_keep_output_and_are_seeded(clean):
     q = 0.3
     hit, err = _decode(q, seed=3)
-    assert "specperf.eagle3.speculate: drafts replaced with p=0.3" in err
+    assert "specperf.engines.transformers.eagle3.speculate: drafts replaced with p=0.3" in err
     assert hit["tokens"] == clean["tokens"]  # greedy stays lossless: only acceptance moves
     assert clean["accepted"] > 0, clean  # the fitted head accepts something to take away
     # each of K=3 chained drafts survives with probability 1-q, so the accepted count falls by

@@ -87,7 +87,7 @@ class EnginePlan:
     """What an engine-path fit takes from a suite: the served target and its server arguments,
     the measured prompts (chat messages) and the sampling they are sent with."""
 
-    server_args: list[str]  # hf_server argv less host/port/draft/threads
+    server_args: list[str]  # engine server argv less host/port/draft/threads
     target: str
     target_identity: str | None
     tokenizer: str

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from specperf.eagle3.sampling import Sampling, TokenSampler
-from specperf.eagle3.speculate import StepInfo
+from specperf.engines.transformers.eagle3.sampling import Sampling, TokenSampler
+from specperf.engines.transformers.eagle3.speculate import StepInfo
 from specperf.testkit.eagle3_fit.config import Example
 
 

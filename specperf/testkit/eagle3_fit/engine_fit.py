@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from specperf.eagle3.checkpoint import new_head, save_head
-from specperf.eagle3.head import Eagle3Head
+from specperf.engines.transformers.eagle3.checkpoint import new_head, save_head
+from specperf.engines.transformers.eagle3.head import Eagle3Head
 from specperf.testkit.eagle3_fit.config import ENGINE_FIT_VERSION, EngineFitConfig, EnginePlan
 from specperf.testkit.eagle3_fit.data import _safe_digests, collect_engine_path, pick_draft_vocab
 from specperf.testkit.eagle3_fit.engine_plan import _prompt_ids
@@ -29,7 +29,7 @@ from specperf.testkit.eagle3_fit.training import deterministic_training, train_f
 # (compiled and eager can differ at the first token). A head distilled on
 # ``generate()``'s continuations would then be judged on continuations it never saw. So this fit
 # takes its data from the ENGINE's own path: the server's start-up code
-# (``hf_server.start_backend``) builds target and EAGLE3 backend with the suite's own server
+# (``startup.start_backend``) builds target and EAGLE3 backend with the suite's own server
 # arguments (same random weights, same compiled-vs-eager decision), drafts come from a random
 # head (they are rejected, so every verify step commits the target's own greedy token), and the
 # fused aux states are the very rows the served verify step hands the head. Prompts are exactly
@@ -58,9 +58,10 @@ def fit_engine_head(
     dtype) + fit.json, evaluate MAL on the suite prompts and the held-out ones. Returns fit.json."""
     import os
 
-    from specperf.eagle3.checkpoint import load_head
-    from specperf.eagle3.config import load_config
-    from specperf.engines import hf_server
+    from specperf.engines.transformers.eagle3.checkpoint import load_head
+    from specperf.engines.transformers.eagle3.config import load_config
+    from specperf.engines.transformers.server import parse_args
+    from specperf.engines.transformers.startup import start_backend
 
     def say(msg: str) -> None:
         if log is not None:
@@ -68,10 +69,10 @@ def fit_engine_head(
 
     t0 = time.monotonic()
     argv = [*plan.server_args, "--port", "0", "--draft-model", str(head_shape)]
-    args = hf_server.parse_args([*argv, "--draft-random-weights"])
+    args = parse_args([*argv, "--draft-random-weights"])
     if args.threads:
         torch.set_num_threads(args.threads)
-    tokenizer, backend, loaded = hf_server.start_backend(args)
+    tokenizer, backend, loaded = start_backend(args)
     model = backend.model
     t_start = time.monotonic() - t0
     say(f"engine path up in {t_start:.1f}s: fast path {backend.fast_path}")

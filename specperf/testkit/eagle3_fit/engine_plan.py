@@ -27,7 +27,7 @@ def engine_fit_plan(
     from specperf import datasets
     from specperf.config import load_suite
     from specperf.engines.base import Devices
-    from specperf.engines.transformers import build_command
+    from specperf.engines.transformers.engine import build_command
     from specperf.errors import ConfigError
     from specperf.modelid import model_identity
     from specperf.workload import _messages, plan_requests
@@ -103,7 +103,7 @@ def engine_fit_plan(
 
 
 def _prompt_ids(plan: EnginePlan, tokenizer: Any) -> tuple[list[list[int]], list[list[int]]]:
-    from specperf.engines.hf_server import encode_chat
+    from specperf.engines.transformers.protocol import encode_chat
 
     def enc(msgs: list[dict[str, str]]) -> list[int]:
         return encode_chat(tokenizer, msgs, dict(plan.chat_kwargs))

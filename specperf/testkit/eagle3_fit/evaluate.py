@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specperf.eagle3.head import Eagle3Head
-from specperf.eagle3.sampling import Sampling, TokenSampler
-from specperf.eagle3.speculate import Eagle3Speculator, StepInfo
-from specperf.eagle3.target import TargetRunner
+from specperf.engines.transformers.eagle3.head import Eagle3Head
+from specperf.engines.transformers.eagle3.sampling import Sampling, TokenSampler
+from specperf.engines.transformers.eagle3.speculate import Eagle3Speculator, StepInfo
+from specperf.engines.transformers.eagle3.target import TargetRunner
 
 
 def evaluate_mal(

@@ -10,7 +10,7 @@ from typing import Any
 def chat_ids(tokenizer: Any, text: str, thinking: bool = False) -> list[int]:
     """Token ids of a one-turn chat prompt, as the servers build it from the chat template (the
     transformers server's own encoder, so the head is fitted on exactly what it will be sent)."""
-    from specperf.engines.hf_server import encode_chat
+    from specperf.engines.transformers.protocol import encode_chat
 
     messages = [{"role": "user", "content": text}]
     return encode_chat(tokenizer, messages, {"enable_thinking": thinking})

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from specperf.eagle3.checkpoint import new_head, save_head
-from specperf.eagle3.config import Eagle3Config, default_aux_layer_ids
-from specperf.eagle3.target import eos_token_ids
+from specperf.engines.transformers.eagle3.checkpoint import new_head, save_head
+from specperf.engines.transformers.eagle3.config import Eagle3Config, default_aux_layer_ids
+from specperf.engines.transformers.eagle3.target import eos_token_ids
 from specperf.testkit.eagle3_fit.config import HELDOUT, FitConfig, FitReport
 from specperf.testkit.eagle3_fit.data import collect, pick_draft_vocab
 from specperf.testkit.eagle3_fit.evaluate import evaluate_mal

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from specperf.eagle3.head import Eagle3Head
+from specperf.engines.transformers.eagle3.head import Eagle3Head
 from specperf.testkit.eagle3_fit.config import EngineFitConfig, Example, FitConfig
 
 

@@ -8,8 +8,8 @@ SPECPERF_TEST_REJECT_SEED, default 0). Every Python process started with it impo
 without it is untouched. Targets:
 
 - ``vllm.v1.sample.rejection_sampler``: vLLM's ``RejectionSampler.forward`` (every method);
-- ``specperf.eagle3.speculate``: the transformers engine's ``Eagle3Speculator._draft`` (its
-  EAGLE3 path, the one the GPU suite's check pass measures).
+- ``specperf.engines.transformers.eagle3.speculate``: the transformers engine's
+  ``Eagle3Speculator._draft`` (its EAGLE3 path, the one the GPU suite's check pass measures).
 
 At temperature 0 a replaced draft is simply rejected (the target's token is kept), so outputs
 stay lossless: only the number of accepted tokens per verify step falls — exactly the regression
@@ -75,7 +75,7 @@ def _patch_eagle3(module: Any) -> None:
 
 _TARGETS: dict[str, Callable[[Any], None]] = {
     "vllm.v1.sample.rejection_sampler": _patch_vllm,
-    "specperf.eagle3.speculate": _patch_eagle3,
+    "specperf.engines.transformers.eagle3.speculate": _patch_eagle3,
 }
 
 

@@ -5,17 +5,18 @@ before a GPU night is spent finding out. Pure command building: nothing is start
 
 from __future__ import annotations
 
-import importlib
 import inspect
+import sys
 
 import pytest
 
 from specperf.config import Filters, load_suite, packaged_suites
+from specperf.engines import get_engine_class
 from specperf.engines.base import Devices
 
 
 def _build(spec, port: int = 8000) -> list[str]:
-    mod = importlib.import_module(f"specperf.engines.{spec.kind}")
+    mod = sys.modules[get_engine_class(spec.kind).__module__]
     params = inspect.signature(mod.build_command).parameters
     kwargs = {"devices": Devices()} if "devices" in params else {}
     return mod.build_command(spec, port, **kwargs)

@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specperf.eagle3.checkpoint import new_head, read_state, save_head
-from specperf.eagle3.config import Eagle3Config
+from specperf.engines.transformers.eagle3.checkpoint import new_head, read_state, save_head
+from specperf.engines.transformers.eagle3.config import Eagle3Config
 from specperf.testkit import eagle3_fit as fit
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,7 +82,7 @@ def test_full_batch_training_memorises_and_stops_early() -> None:
 def tiny() -> Any:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specperf.eagle3.checkpoint import load_head
+    from specperf.engines.transformers.eagle3.checkpoint import load_head
     from specperf.testkit.models import ensure_tiny_model, tiny_eagle3_path
 
     path = ensure_tiny_model()
@@ -113,8 +113,8 @@ class Oracle:
 def test_collected_aux_rows_are_the_positions_they_describe(tiny: Any, wrong: int | None) -> None:
     """Each example's aux row t equals the fused state a single teacher-forced forward over the
     whole sequence gives at t, and its label is token t+1 (from the last prompt token on)."""
-    from specperf.eagle3.speculate import Eagle3Speculator
-    from specperf.eagle3.target import TargetRunner
+    from specperf.engines.transformers.eagle3.speculate import Eagle3Speculator
+    from specperf.engines.transformers.eagle3.target import TargetRunner
 
     model, tok, head = tiny
     runner = TargetRunner(model, aux_layer_ids=head.cfg.aux_layer_ids, cache="dynamic")
@@ -149,8 +149,8 @@ def test_collected_aux_rows_are_the_positions_they_describe(tiny: Any, wrong: in
 @pytest.fixture(scope="module")
 def shapes(gpu_run: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     a, b = tmp_path_factory.mktemp("models-a"), tmp_path_factory.mktemp("models-b")
-    gpu_run.build_models(a, "tiny")
-    gpu_run.build_models(b, "tiny")
+    gpu_run.models.build_models(a, "tiny")
+    gpu_run.models.build_models(b, "tiny")
     return a, b
 
 
@@ -220,7 +220,7 @@ def test_random_head_swap_keeps_shape_and_draft_vocab(gpu_run: ModuleType, tmp_p
         target_hidden_size=32,
     )
     fitted = save_head(new_head(cfg, torch.arange(30, 50), seed=3), tmp_path / "fitted")
-    out = gpu_run.write_random_head(tmp_path, fitted, tmp_path / "random", seed=7)
+    out = gpu_run.head.write_random_head(tmp_path, fitted, tmp_path / "random", seed=7)
     a, b = read_state(fitted), read_state(out)
     assert set(a) == set(b)
     assert torch.equal(a["d2t"], b["d2t"]) and torch.equal(a["t2d"], b["t2d"])
@@ -240,12 +240,12 @@ def test_annotate_starts_marks_only_this_runs_starts(gpu_run: ModuleType, tmp_pa
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
     host = {"hostname": "h", "boot_id": "boot", "gpus": [{"uuid": "GPU-1"}]}
-    assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 2
+    assert gpu_run.passes.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 2
     starts = json.loads(path.read_text())["entries"]["k"]["metrics"]["m"]["starts"]
     assert "gpu_uuid" not in starts[0] and "gpu_uuid" not in starts[1]
     assert starts[2]["gpu_uuid"] == "GPU-1" and starts[2]["boot_id"] == "boot"
     assert starts[3]["gpu_uuid"] == "GPU-1" and starts[3]["boot_id"] == "own"
-    assert gpu_run.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 0  # idempotent
+    assert gpu_run.passes.annotate_starts(path, "2026-12-01T12:00:00Z", host) == 0  # idempotent
 
 
 def test_data_digests_tell_tokens_aux_and_target_apart() -> None:

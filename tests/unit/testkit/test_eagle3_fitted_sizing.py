@@ -48,7 +48,7 @@ def _small_suite(root: Path, pinned: bool = True) -> Path:
 @pytest.fixture(scope="module")
 def small(gpu_run: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("fitted-sizing")
-    gpu_run.build_models(root / "models", "tiny")
+    gpu_run.models.build_models(root / "models", "tiny")
     return _small_suite(root), root / "models"
 
 

@@ -29,7 +29,7 @@ import pytest
 def test_the_roofline_bandwidth_is_the_gpus_own(
     gpu_run: ModuleType, name: str, tb_s: float | None
 ) -> None:
-    bw = gpu_run.hbm_bytes_per_s(name)
+    bw = gpu_run.hardware.hbm_bytes_per_s(name)
     assert (bw / 1e12 if bw else None) == tb_s
 
 
@@ -52,11 +52,11 @@ def test_no_roofline_without_a_known_bandwidth(
     gpu_run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fig = {"method": "native", "weight_bytes": 16.38e9, "decode_tok_s_p50": 112.0}
-    monkeypatch.setattr(gpu_run, "item_figures", lambda s: dict(fig, engine_pid=None))
-    monkeypatch.setattr(gpu_run, "verdict_lines", lambda *a, **k: [])
+    monkeypatch.setattr(gpu_run.figures, "item_figures", lambda s: dict(fig, engine_pid=None))
+    monkeypatch.setattr(gpu_run.figures, "verdict_lines", lambda *a, **k: [])
     p = _pass_with_native(tmp_path)
-    assert gpu_run.collect([p], None)["check"]["roofline"] is None
-    roof = gpu_run.collect([p], 3.35e12)["check"]["roofline"]
+    assert gpu_run.figures.collect([p], None)["check"]["roofline"] is None
+    roof = gpu_run.figures.collect([p], 3.35e12)["check"]["roofline"]
     assert roof["hbm_tb_s"] == 3.35
     assert roof["native_share"] == pytest.approx(112.0 / (3.35e12 / 16.38e9))
 
@@ -66,8 +66,8 @@ def test_a_pass_cut_at_its_time_limit_says_so(gpu_run: ModuleType, tmp_path: Pat
     nothing had run."""
     (tmp_path / "transformers-loop-native-gsm8k-c1").mkdir()
     (tmp_path / "transformers-loop-native-gsm8k-c1" / "summary.json").write_text("{}")
-    cut = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
-    plain = gpu_run.verdict_lines(tmp_path, "update")
+    cut = gpu_run.verdicts.verdict_lines(tmp_path, "update", stopped=True)
+    plain = gpu_run.verdicts.verdict_lines(tmp_path, "update")
     assert len(cut) == 1 and "stopped at its time limit" in cut[0]
     assert "NOT EVALUATED" in cut[0] and "PASS" not in cut[0]
     assert "no checks recorded" in plain[0]
@@ -76,9 +76,9 @@ def test_a_pass_cut_at_its_time_limit_says_so(gpu_run: ModuleType, tmp_path: Pat
 def test_a_pass_with_no_item_results_still_has_a_verdict_line(
     gpu_run: ModuleType, tmp_path: Path
 ) -> None:
-    (cut,) = gpu_run.verdict_lines(tmp_path, "update", stopped=True)
+    (cut,) = gpu_run.verdicts.verdict_lines(tmp_path, "update", stopped=True)
     assert cut.startswith("VERDICT update: NOT EVALUATED") and "time limit" in cut
-    (empty,) = gpu_run.verdict_lines(tmp_path, "check")
+    (empty,) = gpu_run.verdicts.verdict_lines(tmp_path, "check")
     assert empty.startswith("VERDICT check: NOT EVALUATED") and "no item wrote results" in empty
 
 
@@ -99,7 +99,7 @@ def test_an_engine_wide_fail_gets_its_own_verdict_line(gpu_run: ModuleType, tmp_
     engine |= {"baseline": 1.0, "delta": -0.067, "message": "engine-wide p=0.00091 [FAIL]"}
     checks = [tok, engine]
     (tmp_path / "verdict.json").write_text(json.dumps({"counts": {}, "checks": checks}))
-    lines = gpu_run.verdict_lines(tmp_path, "check")
+    lines = gpu_run.verdicts.verdict_lines(tmp_path, "check")
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"VERDICT check {item}: PASS (1 checks)")
     assert lines[1].startswith("VERDICT check engine transformers-loop: FAIL (1 of 1 checks")
@@ -116,7 +116,7 @@ def test_a_cut_pass_is_read_from_its_item_verdicts(gpu_run: ModuleType, tmp_path
     tok = {"key": "k", "item": item, "metric": "output_throughput_tok_s", "status": "fail"}
     tok |= {"measured": 90.0, "baseline": 106.5, "delta": -0.155, "message": "tok/s [FAIL]"}
     (tmp_path / "verdicts.jsonl").write_text(json.dumps(tok) + '\n{"key": "k", "ite')
-    (line,) = gpu_run.verdict_lines(tmp_path, "check", stopped=True)
+    (line,) = gpu_run.verdicts.verdict_lines(tmp_path, "check", stopped=True)
     assert line.startswith(f"VERDICT check {item}: FAIL (1 of 1 checks failed)"), line
     assert "tok/s [FAIL]" in line
 
@@ -130,16 +130,18 @@ def test_fit_mal_lines_compare_every_start_with_the_fit(gpu_run: ModuleType) -> 
         "transformers-eagle3-gsm8k-c1": eagle,
         "transformers-native-gsm8k-c1": {"method": "native", "mal_per_start": [None]},
     }
-    (line,) = gpu_run.fit_mal_lines("check", items, 4.0)
+    (line,) = gpu_run.verdicts.fit_mal_lines("check", items, 4.0)
     assert line.startswith("FIT-MAL check transformers-eagle3-gsm8k-c1: EQUAL;")
     assert "[4.0, 4.0] vs fit-time 4.0 on 12 requests (suite: suite 12)" in line
     grown = {**eagle, "num_requests": 24, "mal_per_start": [2.005, 2.005]}
     grown["sizing"] = {"configured_requests": 12, "requests": 24, "source": "measured"}
-    (line,) = gpu_run.fit_mal_lines("check", {"e": grown}, 4.0)
+    (line,) = gpu_run.verdicts.fit_mal_lines("check", {"e": grown}, 4.0)
     assert "DIFFERS" in line and "on 24 requests (measured: suite 12)" in line
-    (line,) = gpu_run.fit_mal_lines("check", {"e": {**eagle, "mal_per_start": [4.0, 3.9]}}, 4.0)
+    (line,) = gpu_run.verdicts.fit_mal_lines(
+        "check", {"e": {**eagle, "mal_per_start": [4.0, 3.9]}}, 4.0
+    )
     assert "DIFFERS" in line
-    (line,) = gpu_run.fit_mal_lines("check", {"e": eagle}, None)
+    (line,) = gpu_run.verdicts.fit_mal_lines("check", {"e": eagle}, None)
     assert "NOT EVALUATED" in line and "EQUAL" not in line
 
 
@@ -155,12 +157,12 @@ def test_passes_name_the_steps_and_each_step_prints_its_wall_time(
         return {"exit_code": fake_fit.code, "seconds": 0.1, "fit_time_mal": 4.0}
 
     fake_fit.code = 0  # type: ignore[attr-defined]
-    monkeypatch.setattr(gpu_run, "prepare_eagle3_head", fake_fit)
-    monkeypatch.setattr(gpu_run, "run_pass", lambda *a, **k: ran.append("pass") or {})
+    monkeypatch.setattr(gpu_run.cli, "prepare_eagle3_head", fake_fit)
+    monkeypatch.setattr(gpu_run.cli, "run_pass", lambda *a, **k: ran.append("pass") or {})
     base = ["gpu_run.py", "--out", str(tmp_path / "o"), "--shapes", "tiny", "--device", "cpu"]
     base += ["--models-dir", str(tmp_path / "m"), "--work", str(tmp_path / "w")]
     monkeypatch.setattr("sys.argv", [*base, "--passes", "fit"])
-    assert gpu_run.main() == 0
+    assert gpu_run.cli.main() == 0
     out = capsys.readouterr().out
     assert ran == ["fit"]
     for name in ("models", "fit", "total"):
@@ -168,9 +170,9 @@ def test_passes_name_the_steps_and_each_step_prints_its_wall_time(
     report = json.loads((tmp_path / "o" / "gpu_run.json").read_text())
     assert {"models", "fit"} <= set(report["steps"])
     fake_fit.code = 1  # type: ignore[attr-defined]
-    assert gpu_run.main() == 1
+    assert gpu_run.cli.main() == 1
     monkeypatch.setattr("sys.argv", [*base, "--passes", "fit,chekc"])
-    assert gpu_run.main() == 2
+    assert gpu_run.cli.main() == 2
     err = capsys.readouterr().err
     assert "specperf gpu-night: error: --passes fit,chekc: chekc: not one of" in err
 
@@ -191,14 +193,14 @@ def test_only_the_baseline_files_a_pass_changed_come_back(
         (bl / "b.json").write_text('{"entries": {"k": {}}}\n')
         return {"pass": name, "exit_code": 0, "seconds": 0.0, "results_dir": str(results)}
 
-    monkeypatch.setattr(gpu_run, "run_pass", fake_pass)
-    monkeypatch.setattr(gpu_run, "collect", lambda passes, hbm: {})
+    monkeypatch.setattr(gpu_run.cli, "run_pass", fake_pass)
+    monkeypatch.setattr(gpu_run.cli, "collect", lambda passes, hbm: {})
     out = tmp_path / "o"
     argv = ["gpu_run.py", "--out", str(out), "--shapes", "tiny", "--device", "cpu"]
     argv += ["--models-dir", str(tmp_path / "m"), "--work", str(tmp_path / "w")]
     argv += ["--baselines-dir", str(bl), "--passes", "update", "--eagle3-head", "none"]
     monkeypatch.setattr("sys.argv", argv)
-    assert gpu_run.main() == 0
+    assert gpu_run.cli.main() == 0
     assert sorted(p.name for p in out.glob("baseline-*")) == ["baseline-b.json"]
 
 

@@ -78,11 +78,11 @@ def _h200_suite_fingerprints(gpu_run: ModuleType, tmp_path: Path) -> tuple[dict[
     from specperf.testkit import eagle3_fit as fit
 
     suite_path = str(ROOT / "specperf" / "suites" / "h200-transformers.toml")
-    gpu_run.build_models(tmp_path, "qwen3-8b")
+    gpu_run.models.build_models(tmp_path, "qwen3-8b")
     settings = {"models_dir": str(tmp_path), "device": "cuda"}
     plan = fit.engine_fit_plan(suite_path, settings)
     head = fit.ensure_engine_fitted_head(
-        plan, tmp_path / gpu_run.SHAPE_HEAD, tmp_path, gpu_run.FIT_NAME, digest_only=True
+        plan, tmp_path / gpu_run.head.SHAPE_HEAD, tmp_path, gpu_run.head.FIT_NAME, digest_only=True
     )
     suite = load_suite(suite_path, {**settings, "eagle3_head_revision": head["identity"]})
     fps, items = {}, {}

@@ -1,7 +1,7 @@
-"""The transformers engine's bare decode loop (specperf.engines.hf_decode_loop) on the tiny model,
-eager on CPU: it must stream what ``generate()`` streams — the same greedy tokens, one step per
-token, "stop" at EOS and "length" at max_tokens, nothing after a client leaves — and the start-up
-check must refuse a loop whose logits are wrong."""
+"""The transformers engine's bare decode loop (specperf.engines.transformers.decode_loop) on the
+tiny model, eager on CPU: it must stream what ``generate()`` streams — the same greedy tokens, one
+step per token, "stop" at EOS and "length" at max_tokens, nothing after a client leaves — and the
+start-up check must refuse a loop whose logits are wrong."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from specperf.eagle3.sampling import Sampling
-from specperf.engines.hf_decode_loop import DecodeLoop
-from specperf.engines.hf_generation import GenerateBackend, Request
+from specperf.engines.transformers.backend import Request
+from specperf.engines.transformers.decode_loop import DecodeLoop
+from specperf.engines.transformers.eagle3.sampling import Sampling
+from specperf.engines.transformers.generate import GenerateBackend
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -142,8 +143,8 @@ def test_an_unknown_mode_is_a_clear_error(model) -> None:
 
 def test_the_option_reaches_the_server_and_its_parser() -> None:
     from specperf.engines.base import Devices, EngineSpec
-    from specperf.engines.hf_server import parse_args
-    from specperf.engines.transformers import build_command
+    from specperf.engines.transformers.engine import build_command
+    from specperf.engines.transformers.server import parse_args
 
     spec = EngineSpec(kind="transformers", label="hf", model="/m", options={"decode_loop": "auto"})
     cmd = build_command(spec, 8000, Devices())

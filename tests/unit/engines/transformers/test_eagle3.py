@@ -1,5 +1,6 @@
-"""specperf.eagle3: config and checkpoint format, the head's cached forward, the training-time
-test against the inference path, and the acceptance rule (greedy exact, sampling unbiased)."""
+"""specperf.engines.transformers.eagle3: config and checkpoint format, the head's cached
+forward, the training-time test against the inference path, and the acceptance rule (greedy
+exact, sampling unbiased)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specperf.eagle3.checkpoint import load_head, new_head, read_state, save_head
-from specperf.eagle3.config import Eagle3Config, load_config, parse_config
-from specperf.eagle3.head import Eagle3KVCache
-from specperf.eagle3.sampling import Sampling, TokenSampler
+from specperf.engines.transformers.eagle3.checkpoint import (
+    load_head,
+    new_head,
+    read_state,
+    save_head,
+)
+from specperf.engines.transformers.eagle3.config import Eagle3Config, load_config, parse_config
+from specperf.engines.transformers.eagle3.head import Eagle3KVCache
+from specperf.engines.transformers.eagle3.sampling import Sampling, TokenSampler
 from specperf.errors import ConfigError
 from specperf.testkit.eagle3_fit import pick_draft_vocab, ttt_loss
 
@@ -260,7 +266,7 @@ def test_sampler_is_reproducible_with_a_seed() -> None:
 
 
 def test_rope_rows_equal_rope_of_the_same_positions() -> None:
-    from specperf.eagle3.checkpoint import new_head
+    from specperf.engines.transformers.eagle3.checkpoint import new_head
 
     head = new_head(small_cfg(), torch.arange(20), seed=0)
     for start, t in ((0, 1), (5, 4), (1023, 3), (2500, 2)):  # 2500: the table grows

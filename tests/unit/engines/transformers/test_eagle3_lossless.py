@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from specperf.eagle3.checkpoint import load_head
-from specperf.eagle3.sampling import Sampling, TokenSampler
-from specperf.eagle3.speculate import Eagle3Speculator, StepInfo
-from specperf.eagle3.target import TargetRunner
+from specperf.engines.transformers.eagle3.checkpoint import load_head
+from specperf.engines.transformers.eagle3.sampling import Sampling, TokenSampler
+from specperf.engines.transformers.eagle3.speculate import Eagle3Speculator, StepInfo
+from specperf.engines.transformers.eagle3.target import TargetRunner
 
 K = 3
 PROMPTS = [
@@ -133,7 +133,7 @@ def test_runner_length_is_the_cache_length(tiny: Any, cache: str) -> None:
 
 @torch.inference_mode()
 def _lengths_follow(runner: Any) -> None:
-    from specperf.eagle3.target import cache_length
+    from specperf.engines.transformers.eagle3.target import cache_length
 
     runner.start(64)
     runner.forward(torch.tensor([list(range(10, 30))]))

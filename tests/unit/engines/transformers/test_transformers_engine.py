@@ -10,19 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from specperf.eagle3.sampling import Sampling
-from specperf.eagle3.speculate import StepInfo
 from specperf.engines.base import Devices, EngineSpec
-from specperf.engines.hf_generation import (
-    Cancelled,
-    Counters,
-    Request,
-    StepStreamer,
-    accept_compiled,
-    compare_verify_paths,
-)
-from specperf.engines.hf_server import BadRequest, Detokenizer, parse_request
-from specperf.engines.transformers import TransformersClient, build_command
+from specperf.engines.transformers.backend import Cancelled, Request
+from specperf.engines.transformers.counters import Counters
+from specperf.engines.transformers.eagle3.sampling import Sampling
+from specperf.engines.transformers.eagle3.speculate import StepInfo
+from specperf.engines.transformers.engine import TransformersClient, build_command
+from specperf.engines.transformers.fast_path import accept_compiled, compare_verify_paths
+from specperf.engines.transformers.generate import StepStreamer
+from specperf.engines.transformers.protocol import BadRequest, Detokenizer, parse_request
 from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import WorkloadSpec
 
@@ -58,7 +54,7 @@ def flag(cmd: list[str], name: str) -> str | None:
 
 def test_command_per_method() -> None:
     cmd = build_command(spec(), 8000, Devices())
-    assert cmd[1:3] == ["-m", "specperf.engines.hf_server"]
+    assert cmd[1:3] == ["-m", "specperf.engines.transformers.server"]
     assert flag(cmd, "--method") == "native" and flag(cmd, "--port") == "8000"
     assert flag(cmd, "--host") == "127.0.0.1"
     e = build_command(
@@ -273,7 +269,7 @@ def test_accept_compiled_thresholds() -> None:
 def test_compare_verify_paths_tells_a_broken_graph(tiny_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from specperf.eagle3.target import TargetRunner
+    from specperf.engines.transformers.eagle3.target import TargetRunner
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_path), dtype=torch.bfloat16).eval()
     prompt = list(range(10, 40))

@@ -1,4 +1,4 @@
-"""The transformers engine: a Hugging Face model served by specperf's own ``hf_server``.
+"""The transformers engine: a Hugging Face model served by specperf's own server (``server``).
 
 Why a child process and not an in-process model: the suite measures every engine the same way
 (OpenAI streaming chat + counter deltas, design.md), a crash or a hung CUDA kernel cannot take
@@ -6,7 +6,7 @@ pytest down, and teardown is the shared process lifecycle (``ServerProcess``). T
 acceptance per verify step in-process and serves it at ``/specperf/counters``.
 
 Methods: ``native`` (batched ``generate``), ``draft_model`` (transformers' assisted generation),
-``ngram`` (prompt lookup) and ``eagle3`` (specperf's own EAGLE3, specperf.eagle3). Speculative
+``ngram`` (prompt lookup) and ``eagle3`` (specperf's own EAGLE3, ``eagle3``). Speculative
 methods run at batch size 1; ``check_workload`` raises ``UnsupportedError`` for concurrency > 1
 so the suite can report a skip with that reason.
 
@@ -38,7 +38,7 @@ from specperf.errors import ConfigError, UnsupportedError
 from specperf.schemas import Counters
 
 KIND = "transformers"
-SERVER_MODULE = "specperf.engines.hf_server"
+SERVER_MODULE = "specperf.engines.transformers.server"
 ENGINE_NAME = "specperf-transformers"  # what /version answers (detection)
 METHODS = ("native", "eagle3", "draft_model", "ngram")
 SPECULATIVE = ("eagle3", "draft_model", "ngram")
@@ -59,7 +59,7 @@ EXTRA_COUNTERS = (
 
 
 class TransformersClient(EngineClient):
-    """Client of a running hf_server (started by us or found by ``detect``)."""
+    """Client of a running transformers engine server (started by us or found by ``detect``)."""
 
     kind = KIND
 
@@ -133,7 +133,7 @@ class TransformersClient(EngineClient):
 
 
 def detect(url: str, model: str | None, api_key: str | None) -> TransformersClient | None:
-    """``specperf bench --url``: our hf_server answers /version with its engine name."""
+    """``specperf bench --url``: our server answers /version with its engine name."""
     base = normalize_url(url)
     try:
         resp = httpx.get(f"{base}/version", timeout=TIMEOUT_S, trust_env=False)
@@ -165,7 +165,7 @@ def _truthy(value: Any) -> bool:
 
 
 def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
-    """argv of the hf_server for ``spec`` (no secrets: the server takes none)."""
+    """argv of the engine server for ``spec`` (no secrets: the server takes none)."""
     if spec.method not in METHODS:
         raise ConfigError(
             f"engine {spec.label!r}: method {spec.method!r} is not supported by the "
@@ -220,7 +220,7 @@ def build_command(spec: EngineSpec, port: int, devices: Devices) -> list[str]:
 
 
 class TransformersEngine(ServerEngine):
-    """Starts one hf_server for an EngineSpec of kind ``transformers``."""
+    """Starts one engine server for an EngineSpec of kind ``transformers``."""
 
     kind = KIND
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from specperf.eagle3.head import Eagle3Head, Eagle3KVCache
-from specperf.eagle3.sampling import TokenSampler
-from specperf.eagle3.target import TargetRunner
+from specperf.engines.transformers.eagle3.head import Eagle3Head, Eagle3KVCache
+from specperf.engines.transformers.eagle3.sampling import TokenSampler
+from specperf.engines.transformers.eagle3.target import TargetRunner
 
 
 @dataclass

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from specperf.eagle3.config import Eagle3Config
+from specperf.engines.transformers.eagle3.config import Eagle3Config
 
 # no cuDNN: it builds an execution plan per new shape, too slow for one-token draft steps
 SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from specperf.eagle3.speculate import StepInfo
-from specperf.eagle3.target import cache_kwarg
+from specperf.engines.transformers.eagle3.speculate import StepInfo
+from specperf.engines.transformers.eagle3.target import cache_kwarg
 
 DEPTH = 2  # steps queued on the device before the host waits for a token
 

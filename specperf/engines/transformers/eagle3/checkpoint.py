@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from specperf.eagle3.config import Eagle3Config, load_config
-from specperf.eagle3.head import Eagle3Head
+from specperf.engines.transformers.eagle3.config import Eagle3Config, load_config
+from specperf.engines.transformers.eagle3.head import Eagle3Head
 from specperf.errors import ConfigError
 
 WEIGHTS = "model.safetensors"
