@@ -23,6 +23,7 @@ from specperf.plugin.configure import (
 from specperf.plugin.fixtures import (
     SpecperfFixture,
     detect_hardware_profile,
+    pytest_runtest_teardown,
     specperf,
     specperf_session,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "pytest_configure_node",
     "pytest_generate_tests",
     "pytest_load_initial_conftests",
+    "pytest_runtest_teardown",
     "pytest_xdist_make_scheduler",
     "specperf",
     "specperf_session",

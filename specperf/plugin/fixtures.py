@@ -16,6 +16,7 @@ from specperf import verdict as vd
 from specperf.config import Item
 from specperf.engines.base import Devices
 from specperf.errors import EngineStartError, SpecperfError, UnsupportedError
+from specperf.plugin.collection import _item_of
 from specperf.plugin.state import _STATE, DEFAULT_SUITE, _State
 from specperf.progress import watch_engine_starts
 from specperf.suite_run import ItemRun, RunOptions, SuiteRun
@@ -125,6 +126,20 @@ def specperf_session(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
         suite_run.close()
 
 
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the worker's engine after the last perf item that needs it when more tests follow
+    (the order puts each spec's items together): an idle server would hold its CPUs or GPU
+    memory through the rest of the session. The last test of the session leaves it to the
+    ``specperf_session`` teardown."""
+    mine = _item_of(item)
+    suite_run = getattr(item, "funcargs", {}).get("specperf_session")
+    if mine is None or nextitem is None or not isinstance(suite_run, SuiteRun):
+        return
+    following = _item_of(nextitem)
+    if following is None or following.spec != mine.spec:
+        suite_run.release_engine("no later item of this worker needs it")
+
+
 @pytest.fixture
 def specperf(specperf_session: SuiteRun, request: pytest.FixtureRequest) -> SpecperfFixture:
     return SpecperfFixture(specperf_session, request)
@@ -133,8 +148,6 @@ def specperf(specperf_session: SuiteRun, request: pytest.FixtureRequest) -> Spec
 def _selected_keys(session: pytest.Session) -> tuple[str, ...]:
     """Keys of the perf items this run selected (after --method, -k, --shard): a same-run rule
     whose reference item was left out says so instead of failing as unmeasured."""
-    from specperf.plugin.collection import _item_of
-
     items = (_item_of(node) for node in session.items)
     return tuple(sorted({it.key.as_str() for it in items if it is not None}))
 

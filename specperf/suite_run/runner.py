@@ -337,6 +337,10 @@ class SuiteRun:
     def update_command(self, item: Item) -> str:
         return f"{self.opts.rerun_hint} -k {shlex.quote(item.id)} --update-baselines=missing"
 
+    def release_engine(self, reason: str) -> None:
+        """Stop the worker's engine now (a later item that needs one starts it again)."""
+        self.pool.release(reason)
+
     def close(self) -> None:
         self.pool.close()
 

@@ -640,3 +640,34 @@ def test_a_too_short_item_is_sized_once_and_its_baseline_fixes_the_count(perf):
         json.loads((res / "cal-native-mt-bench-c1" / "summary.json").read_text())["num_requests"]
         == n
     )
+
+
+AFTER_PERF = """
+import json, os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.perf
+def test_runs_after_the_perf_items():
+    log = Path(os.environ["SPECPERF_TEST_RESULTS"]) / "engine-starts.jsonl"
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["event"] == "stop", last
+"""
+
+
+def test_the_engine_stops_after_the_last_item_that_needs_it(perf, monkeypatch):
+    res = perf.path / "r1"
+    monkeypatch.setenv("SPECPERF_TEST_RESULTS", str(res))
+    perf.makepyfile(test_zz_after=AFTER_PERF)
+    r = run(perf, "--results-dir", str(res), "--update-baselines")
+    r.assert_outcomes(passed=5)  # 4 perf items, then the test that sees no engine running
+    rows = [json.loads(x) for x in (res / "engine-starts.jsonl").read_text().splitlines()]
+    done = "no later item of this worker needs it"
+    assert [(x["event"], x["method"], x.get("reason")) for x in rows] == [
+        ("start", "native", None),
+        ("stop", "native", done),
+        ("start", "eagle3", None),
+        ("stop", "eagle3", done),
+    ]
