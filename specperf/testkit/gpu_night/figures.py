@@ -16,6 +16,11 @@ def _pct(stats: Any, key: str = "p50") -> float | None:
 
 
 def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """One item's figures. An item cut short (a pass stopped by its budget) still holds its
+    first start's own summary, whose ``repeats`` is the planned count, not the per-start list:
+    its figures are that start's, marked ``interrupted``."""
+    starts = summary.get("repeats")
+    interrupted = not isinstance(starts, list)
     eng = (summary.get("environment") or {}).get("engine") or {}
     cfg = eng.get("server_config") or {}
     backend = cfg.get("backend") or {}
@@ -51,7 +56,8 @@ def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "notes": summary.get("notes"),
         "num_requests": summary.get("num_requests"),
         "sizing": summary.get("sizing"),
-        "mal_per_start": [r.get("mean_acceptance_length") for r in summary.get("repeats") or []],
+        "mal_per_start": [] if interrupted else [r.get("mean_acceptance_length") for r in starts],
+        "interrupted": interrupted,
     }
     if drafts and "draft_time_s" in ax:
         fig["draft_ms_per_step"] = 1000 * (ax["draft_time_s"] - bx.get("draft_time_s", 0)) / drafts

@@ -281,3 +281,14 @@ def test_the_module_runs_from_the_repository_root(tmp_path: Path) -> None:
         assert r.returncode == rc, r.stderr[-2000:]
         assert text in r.stdout + r.stderr
         assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_an_item_cut_short_keeps_its_first_starts_figures(gpu_run: ModuleType) -> None:
+    """A pass stopped by its budget leaves the running item with its first start's own summary
+    (``repeats`` is the planned count): its figures are read and marked, not a crash."""
+    start = {"method": "eagle3", "mean_acceptance_length": 2.5, "repeats": 3}
+    fig = gpu_run.figures.item_figures(start)
+    assert fig["interrupted"] is True and fig["mal_per_start"] == [] and fig["mal"] == 2.5
+    done = dict(start, repeats=[{"mean_acceptance_length": m} for m in (2.4, 2.5, 2.6)])
+    fig = gpu_run.figures.item_figures(done)
+    assert fig["interrupted"] is False and fig["mal_per_start"] == [2.4, 2.5, 2.6]
