@@ -20,13 +20,15 @@ set -euo pipefail
 # X" lines (a regression against a baseline that exists still fails). Strictness itself is
 # pinned by unit tests (tests/unit/plugin/test_plugin.py), and stale committed fingerprints by
 # tests/unit/verdict/test_committed_baselines.py.
-# The CI tests are two runs: the unit and browser tests in 4 pytest-xdist workers, a test file
-# per worker (they mostly wait on calibration-server timings and subprocess starts, so one
-# process leaves 2 cores half idle), then the integration and perf tests one at a time (they
-# measure real engines, and a neighbour's load would be in their figures).
+# The CI tests are two runs. First everything that does not judge measured speed (the unit and
+# browser tests, and the integration tests that check what real engines do, not how fast) in 4
+# pytest-xdist workers, a test file per worker: they mostly wait on calibration-server timings
+# and engine starts, so one process leaves 2 cores half idle. Then the tests marked `timing`
+# (the perf matrix and the tests that judge a real engine's speed) one at a time: a neighbour's
+# load would be in their figures.
 MAIN_PYTEST=(pytest -m perf)
-CI_PYTEST_PARALLEL=(pytest -ra --durations=20 -n 4 --dist loadfile tests/unit tests/browser)
-CI_PYTEST_SERIAL=(pytest -ra --durations=30 tests/integration tests/perf)
+CI_PYTEST_PARALLEL=(pytest -ra --durations=20 -n 4 --dist loadfile -m "not timing" tests/unit tests/browser tests/integration)
+CI_PYTEST_SERIAL=(pytest -ra --durations=30 -m timing tests/integration tests/perf)
 
 # Pins: the suite venv's torch (the CPU build) and the engine environments.
 TORCH_PIN="torch==2.13.0"
@@ -81,45 +83,51 @@ engine_env() {
   specperf env create "$VLLM_ENV"
 }
 
-# The tiny-model build (CPU-bound) runs beside the engine-env installs (mostly downloads and
-# unpacking): started by tiny_models_start, its output shown and its exit status checked by
-# tiny_models_wait. A setup that stops early (an error, Ctrl-C) stops the build too.
-MODELS_PID=""
-MODELS_LOG=""
-tiny_models_start() {
-  step "tiny local test models: random-weight Qwen3 + EAGLE3 head (no model hub), in the background"
-  MODELS_LOG=$(mktemp)
-  specperf model build >"$MODELS_LOG" 2>&1 &
-  MODELS_PID=$!
+# Background steps: a step that needs nothing the foreground step is building runs beside it
+# (each setup step alone keeps one of 2 cores busy: pip unpacking and compiling, the tiny-model
+# build, apt). bg_start NAME CMD... starts one with its output kept; bg_wait NAME shows that
+# output and stops setup when it failed. A setup that stops early (an error, Ctrl-C) stops them.
+declare -A BG_PID=() BG_LOG=()
+bg_start() {
+  local name=$1
+  shift
+  step "$name, in the background"
+  BG_LOG[$name]=$(mktemp)
+  "$@" >"${BG_LOG[$name]}" 2>&1 &
+  BG_PID[$name]=$!
 }
 
-tiny_models_wait() {
-  [ -n "$MODELS_PID" ] || return 0
-  step "tiny local test models: waiting for the build started above"
-  local rc=0
-  wait "$MODELS_PID" || rc=$?
-  MODELS_PID=""
-  sed 's/^/   /' "$MODELS_LOG"
-  rm -f "$MODELS_LOG"
-  [ "$rc" = 0 ] || die "specperf model build failed (exit $rc; its output is above)"
+bg_wait() {
+  local name=$1 rc=0
+  [ -n "${BG_PID[$name]:-}" ] || return 0
+  step "$name: waiting for it (started above)"
+  wait "${BG_PID[$name]}" || rc=$?
+  unset "BG_PID[$name]"
+  sed 's/^/   /' "${BG_LOG[$name]}"
+  rm -f "${BG_LOG[$name]}"
+  unset "BG_LOG[$name]"
+  [ "$rc" = 0 ] || die "$name failed (exit $rc; its output is above)"
 }
 
 stop_background() {
-  if [ -n "$MODELS_PID" ]; then kill "$MODELS_PID" 2>/dev/null || true; fi
-  if [ -n "$MODELS_LOG" ]; then rm -f "$MODELS_LOG"; fi
+  local name
+  for name in "${!BG_PID[@]}"; do kill "${BG_PID[$name]}" 2>/dev/null || true; done
+  for name in "${!BG_LOG[@]}"; do rm -f "${BG_LOG[$name]}"; done
 }
 trap stop_background EXIT
 trap 'stop_background; exit 130' INT
 trap 'stop_background; exit 143' TERM
 
+MODELS_STEP="tiny local test models: random-weight Qwen3 + EAGLE3 head (no model hub)"
+SGLANG_STEP="SGLang parser-only environments (SGLang cannot serve on CPUs; its own parser checks our command lines)"
+BROWSER_STEP="headless Chromium for tests/browser (Debian's chromium package)"
+
 sglang_envs() {
-  step "SGLang parser-only environments (SGLang cannot serve on CPUs; its own parser checks our command lines)"
   local env
   for env in "${SGLANG_ENVS[@]}"; do specperf env create "$env"; done
 }
 
 browser() {
-  step "headless Chromium for tests/browser (Debian's chromium package)"
   if command -v chromium >/dev/null 2>&1; then
     echo "   $(command -v chromium)"
   elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -156,10 +164,23 @@ lint() {
   lint-imports
 }
 
-base_setup() { suite_venv; tiny_models_start; engine_env; tiny_models_wait; }
+base_setup() {
+  suite_venv
+  bg_start "$MODELS_STEP" specperf model build
+  engine_env
+  bg_wait "$MODELS_STEP"
+}
 full_setup() {
-  suite_venv; tiny_models_start; engine_env; sglang_envs; browser; tiny_models_wait
-  spec_bench; lint
+  bg_start "$BROWSER_STEP" browser
+  suite_venv
+  bg_start "$MODELS_STEP" specperf model build
+  bg_start "$SGLANG_STEP" sglang_envs
+  engine_env
+  bg_wait "$SGLANG_STEP"
+  bg_wait "$BROWSER_STEP"
+  bg_wait "$MODELS_STEP"
+  spec_bench
+  lint
 }
 
 report_disk() {

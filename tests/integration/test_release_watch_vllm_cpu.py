@@ -13,7 +13,7 @@ import pytest
 
 from specperf.cli import main
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 ROOT = Path(__file__).resolve().parents[2]
 
 

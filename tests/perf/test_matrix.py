@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.perf
+pytestmark = [pytest.mark.perf, pytest.mark.timing]
 
 
 def test_item(specperf_item, specperf, benchmark):

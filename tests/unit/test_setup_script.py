@@ -26,10 +26,37 @@ def test_ci_runs_the_readmes_second_command() -> None:
 def test_the_ci_test_command_is_written_once() -> None:
     files = [SCRIPT, REPO / ".ci" / "run", REPO / "README.md", REPO / "tox.ini"]
     files += list((REPO / ".github" / "workflows").glob("*.yml"))
-    for paths in ("tests/unit tests/browser", "tests/integration tests/perf"):
+    for paths in ("tests/unit tests/browser tests/integration", "tests/integration tests/perf"):
         assert [f for f in files if paths in f.read_text()] == [SCRIPT], paths
     for name in ("CI_PYTEST_PARALLEL", "CI_PYTEST_SERIAL"):
         assert len(re.findall(rf"^{name}=\(", SCRIPT.read_text(), re.M)) == 1, name
+
+
+# An engine test that measures an item (specperf.measure, a suite run, the perf fixture) or runs
+# the release watch or matrix, whose verdicts compare speeds, judges speed unless it names no
+# speed figure and is listed here with what it checks instead.
+MEASURES = re.compile(r"\bmeasure\(|\bSuiteRun\b|\bspecperf_item\b|\"watch\"|\"matrix\"")
+SPEED = re.compile(r"throughput|tok_s|ttft|tpot|delivery", re.I)
+MEASURES_NO_SPEED = {
+    "test_transformers_engine.py": "measure() end to end: MAL in the summary = the counters'",
+}
+
+
+def test_every_engine_test_that_judges_speed_runs_alone() -> None:
+    """CI's first run puts the engine tests beside the unit tests in 4 workers; a test whose
+    verdict rests on measured speed is marked ``timing`` and runs in the second, one-at-a-time
+    run instead."""
+    modules = sorted((REPO / "tests" / "integration").glob("test_*.py"))
+    modules += sorted((REPO / "tests" / "perf").glob("test_*.py"))
+    measuring = {m.name: m.read_text() for m in modules if MEASURES.search(m.read_text())}
+    assert len(measuring) >= 5, sorted(measuring)  # the perf matrix, the watch, placement...
+    unmarked = [n for n, text in measuring.items() if "pytest.mark.timing" not in text]
+    assert sorted(unmarked) == sorted(MEASURES_NO_SPEED)
+    for name in MEASURES_NO_SPEED:
+        assert not SPEED.search(measuring[name]), f"{name} names a speed figure: mark it timing"
+    text = SCRIPT.read_text()
+    assert re.search(r'^CI_PYTEST_PARALLEL=\(.* -m "not timing" ', text, re.M)
+    assert re.search(r"^CI_PYTEST_SERIAL=\(.* -m timing ", text, re.M)
 
 
 @pytest.mark.parametrize(
