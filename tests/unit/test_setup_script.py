@@ -70,7 +70,7 @@ def test_both_ci_runs_run_and_the_first_failure_is_the_status(
     body = re.search(r"^run_pytest\(\) \{.*?^\}", text, re.M | re.S)
     runs = re.search(r"^    rc=0 rc2=0\n.*?^    exit .*?$", text, re.M | re.S)
     assert body is not None and runs is not None
-    stub = "START=0\nstep() { :; }\nreport_disk() { :; }\n" + body.group(0)
+    stub = "START=0\nstep() { :; }\nshown() { :; }\nreport_disk() { :; }\n" + body.group(0)
     stub += f"\nCI_PYTEST_PARALLEL=(bash -c 'exit {first}')"
     stub += f"\nCI_PYTEST_SERIAL=(bash -c 'echo second; exit {second}')\n"
     script = tmp_path / "t.sh"
@@ -83,7 +83,7 @@ def test_no_tests_ran_fails(tmp_path: Path) -> None:
     """run_pytest (the function both commands end with) passes pytest's exit 5 on."""
     body = re.search(r"^run_pytest\(\) \{.*?^\}", SCRIPT.read_text(), re.M | re.S)
     assert body is not None
-    stub = "START=0\nstep() { :; }\nreport_disk() { :; }\n" + body.group(0)
+    stub = "START=0\nstep() { :; }\nshown() { :; }\nreport_disk() { :; }\n" + body.group(0)
     script = tmp_path / "t.sh"
     script.write_text(f"set -euo pipefail\n{stub}\nrun_pytest bash -c 'exit 5'\necho not-reached\n")
     r = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
