@@ -91,6 +91,44 @@ def test_no_tests_ran_fails(tmp_path: Path) -> None:
     assert "no tests ran (pytest exit 5): failing" in r.stdout
 
 
+def _background_steps() -> str:
+    """setup.sh's background-step functions (bg_start, bg_wait, stop_background, die, step)."""
+    text = SCRIPT.read_text()
+    start = text.index("declare -A BG_PID")
+    end = text.index("trap stop_background EXIT")
+    die = re.search(r"^die\(\) \{.*?\}$", text, re.M)
+    assert die is not None
+    return f"START=0\nstep() {{ echo \"== $*\"; }}\n{die.group(0)}\n{text[start:end]}"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_background_step_shows_its_output_and_a_failure_stops_setup(
+    tmp_path: Path, fails: bool
+) -> None:
+    """Setup steps run beside each other; the one that failed stops setup with its name, its
+    own output shown, and the step waited for after it never runs."""
+    body = "echo building; sleep 0.2; " + ("echo broken; exit 3" if fails else "echo built")
+    script = tmp_path / "t.sh"
+    script.write_text(
+        f"set -euo pipefail\n{_background_steps()}\n"
+        f"bg_start 'the build' bash -c '{body}'\n"
+        "bg_start 'the other' bash -c 'echo other done'\n"
+        "echo foreground\n"
+        "bg_wait 'the build'\n"
+        "bg_wait 'the other'\n"
+        "echo all done\n"
+    )
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert "   building" in r.stdout and "foreground" in r.stdout
+    if fails:
+        assert r.returncode == 2 and "   broken" in r.stdout
+        assert "the build failed (exit 3; its output is above)" in r.stderr
+        assert "all done" not in r.stdout and "other done" not in r.stdout
+    else:
+        assert r.returncode == 0, r.stderr
+        assert "   built" in r.stdout and "   other done" in r.stdout and "all done" in r.stdout
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
 def test_scripts_pass_shellcheck() -> None:
     r = subprocess.run(
