@@ -190,7 +190,7 @@ report_disk() {
 }
 
 # A command line as a shell would take it back (quotes kept: -m "not timing").
-shown() { local IFS=' '; printf '%q ' "$@" | sed 's/ $//'; }
+shown() { printf '%q ' "$@" | sed 's/ $//'; }
 
 run_pytest() {
   step "run: $(shown "$@")"

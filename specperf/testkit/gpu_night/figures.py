@@ -20,7 +20,7 @@ def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
     first start's own summary, whose ``repeats`` is the planned count, not the per-start list:
     its figures are that start's, marked ``interrupted``."""
     starts = summary.get("repeats")
-    interrupted = not isinstance(starts, list)
+    interrupted = isinstance(starts, int)
     eng = (summary.get("environment") or {}).get("engine") or {}
     cfg = eng.get("server_config") or {}
     backend = cfg.get("backend") or {}
@@ -56,7 +56,9 @@ def item_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "notes": summary.get("notes"),
         "num_requests": summary.get("num_requests"),
         "sizing": summary.get("sizing"),
-        "mal_per_start": [] if interrupted else [r.get("mean_acceptance_length") for r in starts],
+        "mal_per_start": [
+            r.get("mean_acceptance_length") for r in (starts if isinstance(starts, list) else [])
+        ],
         "interrupted": interrupted,
     }
     if drafts and "draft_time_s" in ax:

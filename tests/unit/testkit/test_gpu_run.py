@@ -292,3 +292,5 @@ def test_an_item_cut_short_keeps_its_first_starts_figures(gpu_run: ModuleType) -
     done = dict(start, repeats=[{"mean_acceptance_length": m} for m in (2.4, 2.5, 2.6)])
     fig = gpu_run.figures.item_figures(done)
     assert fig["interrupted"] is False and fig["mal_per_start"] == [2.4, 2.5, 2.6]
+    fig = gpu_run.figures.item_figures({"method": "eagle3", "mean_acceptance_length": 2.5})
+    assert fig["interrupted"] is False and fig["mal_per_start"] == []
